@@ -9,6 +9,7 @@ public class of this package therefore uses :class:`ValidatedMeta`, which checks
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import contextvars
 import difflib
@@ -18,11 +19,11 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from composer.core import Time, TimeUnit
-from composer.optim import ComposerScheduler
 
 __all__ = [
     "ConfigError",
     "ValidatedMeta",
+    "check_keys",
     "choice",
     "duration",
     "field_prefix",
@@ -67,8 +68,28 @@ def did_you_mean(word: str, options: Sequence[str]) -> str:
     return f" (did you mean '{close[0]}'?)" if close else ""
 
 
-class ValidatedMeta(type(ComposerScheduler)):  # type: ignore[misc]
+def check_keys(cls: type, kwargs: dict[str, Any], prefix: str, n_positional: int = 0) -> None:
+    """Raise :class:`ConfigError` for a key ``cls.__init__`` does not take, or a required key that is missing."""
+    params = [p for name, p in inspect.signature(cls.__init__).parameters.items() if name != "self"]
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return
+    names = [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    for key in kwargs:
+        if key not in names:
+            allowed = f"allowed keys: {', '.join(names)}" if names else getattr(cls, "_no_keys_hint", "takes no keys")
+            raise ConfigError(_path(prefix, key), f"unknown key{did_you_mean(key, names)}; {allowed}")
+    bound = set(names[:n_positional]) | set(kwargs)
+    for p in params:
+        if p.default is inspect.Parameter.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
+            if p.name not in bound:
+                raise ConfigError(_path(prefix, p.name), "is required")
+
+
+class ValidatedMeta(abc.ABCMeta):
     """Metaclass that validates constructor keywords before ``__init__`` runs.
+
+    Derived from ``ABCMeta`` so that it serves both ``ComposerScheduler`` subclasses (plain ``type``) and Composer
+    ``Callback`` subclasses (``ABCMeta``).
 
     A class opts in with two class attributes: ``_yaml_prefix`` (``"scheduler"`` or ``"callbacks.<name>"``) and
     ``_fields``, a mapping from parameter name to a validator ``f(field_path, value) -> value``. Validators may
@@ -82,24 +103,17 @@ class ValidatedMeta(type(ComposerScheduler)):  # type: ignore[misc]
         accepts_var_kw = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
         names = [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
         if not accepts_var_kw:
-            for key in kwargs:
-                if key not in names:
-                    raise ConfigError(
-                        _path(prefix, key),
-                        f"unknown key{did_you_mean(key, names)}; allowed keys: {', '.join(names)}",
-                    )
-        bound = set(names[: len(args)]) | set(kwargs)
-        for p in params:
-            if p.default is inspect.Parameter.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
-                if p.name not in bound:
-                    raise ConfigError(_path(prefix, p.name), "is required")
+            check_keys(cls, kwargs, prefix, n_positional=len(args))
         fields: dict[str, Validator] = getattr(cls, "_fields", {})
         checked = dict(kwargs)
         for i, value in enumerate(args):
             checked[names[i]] = value
+        defaults = {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
         for key, validator in fields.items():
             if key in checked:
                 checked[key] = validator(_path(prefix, key), checked[key])
+            elif key in defaults:  # defaults go through the same normalisation (e.g. "0ba" -> Time)
+                checked[key] = validator(_path(prefix, key), defaults[key])
         return super().__call__(**checked)
 
 
