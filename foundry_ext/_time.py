@@ -115,7 +115,4 @@ def resolve(
 def _show(time: Time | None) -> str:
     if time is None:
         return "None"
-    value = time.value
-    if isinstance(value, float) and value.is_integer() and time.unit != TimeUnit.DURATION:
-        value = int(value)
-    return f"{value}{time.unit.value}"
+    return f"{time.value:g}{time.unit.value}"

@@ -151,8 +151,5 @@ def _check_fits(values: dict[str, float], given: Any, unit: str | None = None) -
 
 def _fmt(value: Any) -> str:
     if isinstance(value, Time):
-        v = value.value
-        if isinstance(v, float) and v.is_integer() and value.unit.value != "dur":
-            v = int(v)
-        return f"{v}{value.unit.value}"
+        return f"{value.value:g}{value.unit.value}"
     return repr(value)
