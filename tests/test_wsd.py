@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -176,8 +177,8 @@ def test_properties(warmup: int, decay: int, extra: int, alpha_f: float, decay_t
     after = values[warmup:]
     assert all(0.0 <= v <= 1.0 for v in values[:warmup])
     assert all(alpha_f - 1e-12 <= v <= 1.0 + 1e-12 for v in after)
-    assert all(a <= b + 1e-12 for a, b in zip(values[:warmup], values[1 : warmup + 1], strict=True))
-    assert all(a >= b - 1e-12 for a, b in zip(after, after[1:], strict=False))
+    assert all(a <= b + 1e-12 for a, b in itertools.pairwise(values[: warmup + 1]))
+    assert all(a >= b - 1e-12 for a, b in itertools.pairwise(after))
     assert values[t_max] == alpha_f
 
 
