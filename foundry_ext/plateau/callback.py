@@ -76,7 +76,9 @@ class ReduceLROnPlateauCallback(Callback, metaclass=ValidatedMeta):
             adapter = existing[0]
             adapter.bind(scheduler)  # raises if it serves another scheduler
             return adapter
-        if len(state.optimizers) != 1:
+        if not state.optimizers:  # a bare State (foundry-ext plot/validate): nothing to attach to
+            return scheduler.callback
+        if len(state.optimizers) > 1:
             raise ConfigError(
                 "scheduler.name",
                 f"reduce_lr_on_plateau needs exactly one optimizer, got {len(state.optimizers)}: Composer compiles "
