@@ -1,0 +1,33 @@
+"""``foundry-ext inspect CHECKPOINT``: time, LRs, schedulers and plateau state of a checkpoint, loaded safely.
+
+The file is never trusted: :func:`foundry_ext.checkpoint.load_checkpoint_safely` runs no code from it.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from foundry_ext.cli import UsageError
+
+__all__ = ["add_arguments", "run"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare ``CHECKPOINT``."""
+    parser.add_argument(
+        "checkpoint",
+        metavar="CHECKPOINT",
+        help="a checkpoint file (ep0-ba10-rank0.pt), a sharded checkpoint folder, or a latest-rank0.pt symlink",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Load the checkpoint without trusting it and print what it holds."""
+    from foundry_ext.checkpoint import CheckpointError, describe, load_checkpoint_safely
+
+    try:
+        checkpoint = load_checkpoint_safely(args.checkpoint)
+    except CheckpointError as e:
+        raise UsageError(str(e)) from None
+    print(describe(checkpoint, args.checkpoint))
+    return 0
