@@ -7,6 +7,8 @@ selects them by ``scheduler.name`` with no code change. Python users import the 
 from importlib.metadata import PackageNotFoundError, version
 
 from foundry_ext._config import ConfigError
+from foundry_ext.plateau import ReduceLROnPlateauCallback, ReduceLROnPlateauScheduler
+from foundry_ext.schedulers.torch_lr import TorchLRScheduler
 from foundry_ext.schedulers.wsd import WarmupStableDecayScheduler
 
 try:
@@ -14,4 +16,11 @@ try:
 except PackageNotFoundError:  # running from a source tree that is not installed
     __version__ = "0.0.0"
 
-__all__ = ["ConfigError", "WarmupStableDecayScheduler", "__version__"]
+__all__ = [
+    "ConfigError",
+    "ReduceLROnPlateauCallback",
+    "ReduceLROnPlateauScheduler",
+    "TorchLRScheduler",
+    "WarmupStableDecayScheduler",
+    "__version__",
+]
