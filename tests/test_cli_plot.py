@@ -1,0 +1,249 @@
+"""``foundry-ext plot``: real configs, real schedulers, real PNGs; exact values checked against the schedulers."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from composer.core import State, Timestamp
+from composer.devices import DeviceCPU
+
+from foundry_ext.cli import main
+from foundry_ext.schedulers.wsd import WarmupStableDecayScheduler
+
+ROOT = Path(__file__).resolve().parents[1]
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+WSD_YAML = """\
+variables:
+  max_seq_len: 64
+  warmup: 100ba
+max_seq_len: ${variables.max_seq_len}
+global_train_batch_size: 4
+device_train_microbatch_size: 4
+max_duration: 1000ba
+optimizer: {name: decoupled_adamw, lr: 1.0e-3}
+scheduler:
+  name: warmup_stable_decay
+  t_warmup: ${variables.warmup}
+  t_decay: 0.2dur
+  alpha_f: 0.1
+callbacks:
+  lr_monitor: {}
+"""
+
+PLATEAU_YAML = """\
+max_seq_len: 64
+global_train_batch_size: 4
+device_train_microbatch_size: 4
+max_duration: 2000ba
+optimizer: {name: decoupled_adamw, lr: 1.0e-3}
+eval_loader: {name: text, dataset: {local: x, split: val, max_seq_len: 64}}
+scheduler:
+  name: reduce_lr_on_plateau
+  factor: 0.5
+  patience: 1
+  threshold: 0.01
+  t_warmup: 250ba
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "cfg.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def check_png(path: Path) -> None:
+    import matplotlib.image
+
+    assert path.read_bytes()[:8] == PNG_MAGIC
+    height, width, channels = matplotlib.image.imread(str(path)).shape
+    assert width > 300 and height > 200 and channels in (3, 4)
+
+
+def wsd_multiplier(batch: int) -> float:
+    """The scheduler's multiplier on an independently built Composer State (not the CLI's evaluator)."""
+    scheduler = WarmupStableDecayScheduler(t_warmup="100ba", t_decay="0.2dur", alpha_f=0.1)
+    state = State(
+        model=torch.nn.Linear(1, 1), rank_zero_seed=0, run_name="t", device=DeviceCPU(), max_duration="1000ba"
+    )
+    state.timestamp = Timestamp(batch=batch, sample=4 * batch, token=256 * batch)
+    return scheduler(state)
+
+
+def run_plot(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    rc = main(["plot", *argv])
+    captured = capsys.readouterr()
+    return rc, captured.out, captured.err
+
+
+@pytest.mark.parametrize("yaml_path", sorted(ROOT.glob("yamls/*.yaml")), ids=lambda p: p.name)
+def test_every_example_yaml_renders(yaml_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "lr.png"
+    rc, stdout, err = run_plot(capsys, str(yaml_path), "--out", str(out), "--batches-per-epoch", "100")
+    assert rc == 0, err
+    check_png(out)
+    assert "LR max" in stdout
+
+
+def test_wsd_values_at_named_batches_are_exact(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = write(tmp_path, WSD_YAML)
+    named = [0, 50, 99, 100, 500, 799, 800, 900, 999, 1000]
+    table = tmp_path / "points.csv"
+    argv = [str(config), "--out", str(tmp_path / "lr.png"), "--csv", str(table)]
+    rc, stdout, err = run_plot(capsys, *argv, *[a for b in named for a in ("--at", str(b))])
+    assert rc == 0, err
+    printed = {int(b): float(lr) for b, lr in re.findall(r"^batch (\d+): lr (\S+) ", stdout, re.MULTILINE)}
+    assert printed == {b: 1e-3 * wsd_multiplier(b) for b in named}
+    # documented shape: half-way through warmup, plateau, half-way through the linear decay to alpha_f, floor
+    assert [printed[b] for b in (50, 500, 900, 1000)] == [1e-3 * 0.5, 1e-3, 1e-3 * (0.1 + 0.9 * 0.5), 1e-3 * 0.1]
+    with open(table) as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) > 900  # 1000 batches: all evaluated
+    for row in rows[::37] + [r for r in rows if int(r["batch"]) in (99, 100, 101, 799, 800, 801)]:
+        assert float(row["lr"]) == 1e-3 * wsd_multiplier(int(row["batch"]))
+    assert "warmup end at batch 100, decay start at batch 800" in stdout
+    assert "global_train_batch_size 4 x max_seq_len 64" in stdout and "max_seq_len long" in stdout
+    check_png(tmp_path / "lr.png")
+
+
+def test_long_schedule_samples_points_but_keeps_boundaries_exact(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write(tmp_path, WSD_YAML)
+    table = tmp_path / "points.csv"
+    rc, stdout, err = run_plot(
+        capsys, str(config), "max_duration=1000000ba", "--out", str(tmp_path / "lr.png"), "--csv", str(table)
+    )
+    assert rc == 0, err
+    with open(table) as f:
+        batches = [int(r["batch"]) for r in csv.DictReader(f)]
+    assert 2000 <= len(batches) <= 4100
+    assert {0, 99, 100, 101, 799_999, 800_000, 800_001, 1_000_000} <= set(batches)
+    assert "LR max 0.001 at batch 100, min 0 at batch 0" in stdout
+
+
+def test_llm_foundry_builtin_scheduler_with_warmup(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = write(
+        tmp_path,
+        WSD_YAML.replace("  t_decay: 0.2dur\n  alpha_f: 0.1\n", "  t_max: 1dur\n").replace(
+            "warmup_stable_decay", "cosine_with_warmup"
+        ),
+    )
+    rc, stdout, err = run_plot(capsys, str(config), "--out", str(tmp_path / "lr.png"), "--at", "100", "--at", "550")
+    assert rc == 0, err
+    assert "boundaries: warmup end at batch 100" in stdout
+    assert "batch 100: lr 0.001 " in stdout
+    half_way = re.search(r"batch 550: lr (\S+) ", stdout)
+    assert half_way and float(half_way.group(1)) == pytest.approx(5e-4, rel=1e-12)  # cos(pi/2) is 6e-17, not 0
+    check_png(tmp_path / "lr.png")
+
+
+def torch_cuts(
+    values: list[float], lr: float, factor: float, patience: int, threshold: float
+) -> list[tuple[int, float]]:
+    """(index, new LR / lr) of each LR change torch's ReduceLROnPlateau makes on ``values``."""
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=lr)
+    scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
+        optimizer, factor=factor, patience=patience, threshold=threshold
+    )
+    cuts = []
+    for i, value in enumerate(values):
+        before = optimizer.param_groups[0]["lr"]
+        scheduler.step(value)
+        after = optimizer.param_groups[0]["lr"]
+        if after != before:
+            cuts.append((i, after / lr))
+    return cuts
+
+
+def test_plateau_simulation_matches_torch(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = write(tmp_path, PLATEAU_YAML)
+    # evaluations every 100 batches; those at 100 and 200 fall in warmup (250ba) and are not counted
+    values = [9.0, 9.0, 3.0, 2.5, 2.49, 2.6, 2.0, 2.0, 2.0, 1.99, 1.0, 1.1, 1.2, 1.3, 0.9, 0.95, 0.96, 0.97, 0.98]
+    batches = [100 * (i + 1) for i in range(len(values))]
+    metrics = tmp_path / "metrics.csv"
+    metrics.write_text("batch,value\n" + "".join(f"{b},{v}\n" for b, v in zip(batches, values, strict=True)))
+    out = tmp_path / "lr.png"
+    rc, stdout, err = run_plot(capsys, str(config), "--out", str(out), "--metrics", str(metrics), "--at", "1999")
+    assert rc == 0, err
+    printed = [(int(b), float(new)) for b, new in re.findall(r"cut at batch (\d+): scale \S+ -> (\S+) ", stdout)]
+    counted = values[2:]  # after warmup
+    cuts = torch_cuts(counted, lr=1e-3, factor=0.5, patience=1, threshold=0.01)
+    expected = [(batches[2 + i], pytest.approx(scale, rel=1e-5)) for i, scale in cuts]
+    assert len(expected) >= 2
+    assert printed == expected
+    assert "2 in warmup (not counted" in stdout
+    last = re.search(r"batch 1999: lr (\S+) ", stdout)
+    assert last and float(last.group(1)) == pytest.approx(1e-3 * cuts[-1][1], rel=1e-12)
+    check_png(out)
+
+
+def test_plateau_without_metrics_draws_time_part(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = write(tmp_path, PLATEAU_YAML)
+    rc, stdout, err = run_plot(capsys, str(config), "--out", str(tmp_path / "lr.png"), "--at", "125", "--at", "1500")
+    assert rc == 0, err
+    assert "batch 125: lr 0.0005 (multiplier 0.5)" in stdout  # linear warmup to 250ba
+    assert "batch 1500: lr 0.001 (multiplier 1.0)" in stdout
+    assert "pass --metrics FILE.csv" in stdout
+
+
+BAD_CASES = {
+    "missing-file": (None, [], "no such file"),
+    "invalid-yaml": ("a: [1, 2\n", [], "invalid YAML"),
+    "unknown-scheduler": (WSD_YAML, ["scheduler.name=warmup_stabel_decay"], "did you mean 'warmup_stable_decay'"),
+    "no-max-duration": (WSD_YAML.replace("max_duration: 1000ba\n", ""), [], "max_duration: missing"),
+    "epochs-need-batches-per-epoch": (WSD_YAML, ["max_duration=2ep"], "--batches-per-epoch"),
+    "bad-field": (WSD_YAML, ["scheduler.alpha_f=2"], "scheduler.alpha_f"),
+    "overlap": (WSD_YAML, ["max_duration=110ba"], "scheduler.t_decay"),
+    "unresolved-variable": (WSD_YAML.replace("${variables.warmup}", "${variables.nope}"), [], "variables.nope"),
+    "metrics-not-plateau": (WSD_YAML, ["--metrics", "{tmp}/m.csv"], "only for scheduler.name: reduce_lr_on_plateau"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_CASES))
+def test_bad_input_is_one_line_exit_2(case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text, extra, needle = BAD_CASES[case]
+    config = tmp_path / "cfg.yaml"
+    if text is not None:
+        config.write_text(text)
+    (tmp_path / "m.csv").write_text("100,1.0\n")
+    extra = [a.replace("{tmp}", str(tmp_path)) for a in extra]
+    rc, _, err = run_plot(capsys, str(config), *extra, "--out", str(tmp_path / "lr.png"))
+    assert rc == 2
+    lines = [line for line in err.splitlines() if line.startswith("foundry-ext plot: error:")]
+    assert len(lines) == 1 and needle in lines[0], err
+    assert "Traceback" not in err
+
+
+def test_installed_script_in_a_subprocess(tmp_path: Path) -> None:
+    script = shutil.which("foundry-ext", path=str(Path(sys.executable).parent))
+    assert script is not None
+    config = write(tmp_path, WSD_YAML)
+    out = tmp_path / "lr.png"
+    done = subprocess.run(
+        [script, "plot", str(config), "max_duration=2000ba", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "decay start at batch 1600" in done.stdout
+    check_png(out)
+
+
+def test_bench_runs_tiny() -> None:
+    spec = importlib.util.spec_from_file_location("bench_plot", ROOT / "bench" / "bench_plot.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    result = bench.bench(batches=2000, repeat=1)
+    assert result["total_s"] > 0 and result["evaluate_s"] >= 0

@@ -1,0 +1,38 @@
+"""``foundry-ext schedulers``: every registered name, its provider and its parameters."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from llmfoundry import registry
+
+from foundry_ext.cli import main
+
+
+def blocks(out: str) -> dict[str, str]:
+    """Scheduler name -> its indented lines."""
+    return {m.group(1): m.group(2) for m in re.finditer(r"^(\S+)\n((?:  .*\n?)+)", out, re.MULTILINE)}
+
+
+def test_lists_every_registered_scheduler(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["schedulers"]) == 0
+    listed = blocks(capsys.readouterr().out)
+    assert set(listed) == set(registry.schedulers.get_all())
+    assert "foundry-ext (entry point)" in listed["warmup_stable_decay"]
+    assert "t_warmup='0ba', t_decay='0.2dur'" in listed["warmup_stable_decay"]
+    assert "llm-foundry (built in)" in listed["cosine_with_warmup"]
+    assert "from mosaicml" in listed["cosine_with_warmup"]  # the class comes from Composer's distribution
+    assert "t_warmup, t_max='1dur'" in listed["cosine_with_warmup"]
+    assert "type + torch kwargs" in listed["torch_lr_scheduler"]
+    assert "monitor='metrics/eval/LanguageCrossEntropy'" in listed["reduce_lr_on_plateau"]
+    # llm-foundry's @experimental_class hides the signature behind (*args, **kwargs): we look through it
+    assert "t_scale" in listed["inv_sqrt_with_warmup"]
+
+
+def test_filter_and_unknown_name(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["schedulers", "step"]) == 0
+    assert set(blocks(capsys.readouterr().out)) == {"step"}
+    assert main(["schedulers", "warmup_stable"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "did you mean 'warmup_stable_decay'" in err
