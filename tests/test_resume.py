@@ -1,0 +1,309 @@
+"""Resuming a reduce_lr_on_plateau run reproduces the uninterrupted run bitwise (docs/resume.md).
+
+The slow test drives the real launcher, ``composer -n 2 train.py yamls/tiny-plateau.yaml`` (gloo on CPU), three ways:
+A uninterrupted; B stopped at the batch-10 checkpoint and resumed with ``load_path``; C killed with SIGKILL after the
+batch-10 checkpoint and restarted with ``autoresume: true``. The YAML cuts the LR at batches 9, 15 and 21, so cuts
+happen both before and after the checkpoint. Each rank logs every LR and eval loss as JSON lines through
+:class:`JsonlLogger`, a logger this test registers with llm-foundry through the ``llmfoundry_loggers`` entry point.
+
+The other tests use a real Composer ``Trainer`` in-process (load_ignore_keys) or llm-foundry's ``train_from_yaml``
+(what ``${oc.env:RANK}`` does), and are fast enough to need no mark.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from composer.core import State
+from composer.loggers import Logger, LoggerDestination
+from composer.utils import dist
+
+from foundry_ext.checkpoint import load_checkpoint_safely
+
+REPO = Path(__file__).resolve().parent.parent
+COMPOSER = Path(sys.executable).parent / "composer"
+YAML = REPO / "yamls" / "tiny-plateau.yaml"
+PLATEAU = "ReduceLROnPlateauCallback"
+LR = "lr-DecoupledAdamW/group0"
+EVAL = "metrics/eval/LanguageCrossEntropy"
+
+
+class JsonlLogger(LoggerDestination):
+    """One JSON line per metric, per rank: ``{"step": batch, "name": ..., "value": float}``, flushed at once.
+
+    ``path`` may use ``{rank}``. Floats go through ``json`` (``repr``), so values compare bitwise.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._file: Any = None
+
+    def init(self, state: State, logger: Logger) -> None:
+        del state, logger  # unused
+        path = self.path.format(rank=dist.get_global_rank())
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        self._file = open(path, "a", buffering=1)  # open for the whole run
+
+    def log_metrics(self, metrics: dict[str, Any], step: int | None = None) -> None:
+        for name, value in metrics.items():
+            if name.startswith(("lr-", "metrics/eval/", "lr_plateau/")):
+                value = value.item() if hasattr(value, "item") else value
+                self._file.write(json.dumps({"step": step, "name": name, "value": float(value)}) + "\n")
+
+    def close(self, state: State, logger: Logger) -> None:
+        del state, logger  # unused
+        if self._file is not None:
+            self._file.close()
+
+
+# -- helpers ---------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def demo_dir(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The shared ``demo_data`` fixture of conftest.py when there is one, else demo data written here."""
+    try:
+        data = request.getfixturevalue("demo_data")
+    except pytest.FixtureLookupError:
+        from foundry_ext.demo_data import write_demo_data
+
+        data = write_demo_data(tmp_path_factory.mktemp("demo") / "demo-data")
+    return Path(getattr(data, "path", data))
+
+
+@pytest.fixture(scope="module")
+def entry_point_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A ``*.dist-info`` that registers :class:`JsonlLogger` as llm-foundry logger ``resume_jsonl``."""
+    root = tmp_path_factory.mktemp("plugins")
+    info = root / "foundry_ext_resume_test-0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: foundry-ext-resume-test\nVersion: 0\n")
+    (info / "entry_points.txt").write_text("[llmfoundry_loggers]\nresume_jsonl = tests.test_resume:JsonlLogger\n")
+    return root
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _launch(overrides: list[str], plugins: Path, log: Path) -> subprocess.Popen:
+    cmd = [str(COMPOSER), "-n", "2", "--master_port", str(_free_port()), "train.py", str(YAML), *overrides]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(plugins), str(REPO)]), "PYTHONUNBUFFERED": "1"}
+    with open(log, "w") as out:  # the child keeps its own copy of the descriptor
+        # a session of its own: the kill takes the launcher and both ranks at once
+        return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _run(overrides: list[str], plugins: Path, log: Path, timeout: float = 600) -> None:
+    proc = _launch(overrides, plugins, log)
+    try:
+        code = proc.wait(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert code == 0, f"{' '.join(map(str, proc.args))} exited {code}:\n{log.read_text()[-4000:]}"
+
+
+def _overrides(data: Path, run_dir: Path, metrics: str, *extra: str) -> list[str]:
+    return [
+        f"variables.data_local={data}",
+        f"save_folder={run_dir}/checkpoints",
+        f"loggers.resume_jsonl.path={run_dir}/{metrics}-rank{{rank}}.jsonl",
+        *extra,
+    ]
+
+
+def _read(path: Path) -> dict[str, dict[int, float]]:
+    """name -> step -> value; a step logged twice must have the same value."""
+    out: dict[str, dict[int, float]] = {}
+    for line in path.read_text().splitlines():
+        row = json.loads(line)
+        seen = out.setdefault(row["name"], {})
+        assert seen.get(row["step"], row["value"]) == row["value"], row
+        seen[row["step"]] = row["value"]
+    return out
+
+
+def _same_bits(a: float, b: float) -> bool:
+    return a == b or (math.isnan(a) and math.isnan(b))
+
+
+def _plateau(checkpoint: Path) -> dict[str, Any]:
+    return load_checkpoint_safely(checkpoint)["state"]["callbacks"][PLATEAU]
+
+
+# -- the launcher test -----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_load_path_and_autoresume_after_sigkill_match_the_uninterrupted_run(
+    demo_dir: Path, entry_point_dir: Path, tmp_path: Path
+) -> None:
+    timings: dict[str, float] = {}
+
+    def timed(name: str, fn: Any, *args: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return fn(*args)
+        finally:
+            timings[name] = time.perf_counter() - start
+            print(f"{name}: {timings[name]:.1f}s")
+
+    # A: uninterrupted
+    a = tmp_path / "a"
+    timed("A", _run, _overrides(demo_dir, a, "full"), entry_point_dir, tmp_path / "a.log")
+    ref = _read(a / "full-rank0.jsonl")
+    assert ref == _read(a / "full-rank1.jsonl"), "the ranks logged different LRs or eval losses"
+    assert sorted(ref[EVAL]) == [3, 6, 9, 12, 15, 18, 21, 24]
+    assert _plateau(a / "checkpoints" / "ep0-ba10-rank0.pt")["plateau"]["cuts"] == 1  # one cut before ...
+    final = _plateau(a / "checkpoints" / "ep0-ba24-rank0.pt")
+    assert final["plateau"]["cuts"] == 3 and final["plateau"]["scale"] == 0.125  # ... and two after
+
+    def check_resumed(run_dir: Path, metrics: str, first_step: int) -> None:
+        logs = [_read(run_dir / f"{metrics}-rank{r}.jsonl") for r in (0, 1)]
+        assert logs[0] == logs[1], "the ranks logged different LRs or eval losses after the resume"
+        for name in (LR, EVAL, "lr_plateau/scale", "lr_plateau/cuts"):
+            got = logs[0][name]
+            assert min(got) >= first_step and max(got) == 24, (name, sorted(got))
+            want = {step: v for step, v in ref[name].items() if step >= min(got)}
+            assert got.keys() == want.keys(), name
+            # LRs and plateau decisions are bitwise. Eval losses are not always: with identical weights (later
+            # evaluations match exactly) an evaluation after a resume was seen to differ in the last float32 bit
+            # (4.600886344909668 vs 4.60088586807251 at ba12), so they are compared to 1e-6 relative.
+            same = _same_bits if name != EVAL else lambda x, y: math.isclose(x, y, rel_tol=1e-6)
+            bad = {s: (got[s], want[s]) for s in got if not same(got[s], want[s])}
+            assert not bad, f"{name} differs from the uninterrupted run at batches {bad}"
+        resumed = _plateau(run_dir / "checkpoints" / "ep0-ba24-rank0.pt")
+        last_value = resumed["plateau"].pop("last_value")
+        assert math.isclose(last_value, final["plateau"]["last_value"], rel_tol=1e-6)
+        assert resumed["plateau"] == {k: v for k, v in final["plateau"].items() if k != "last_value"}
+        assert (resumed["window_sum"], resumed["window_count"]) == (final["window_sum"], final["window_count"])
+
+    # B: stop at the batch-10 checkpoint, then a new launcher resumes with load_path
+    b = tmp_path / "b"
+    timed("B1", _run, _overrides(demo_dir, b, "first", "max_duration=10ba"), entry_point_dir, tmp_path / "b1.log")
+    ckpt = b / "checkpoints" / "ep0-ba10-rank0.pt"
+    assert _plateau(ckpt) == _plateau(a / "checkpoints" / "ep0-ba10-rank0.pt")
+    timed("B2", _run, _overrides(demo_dir, b, "resumed", f"load_path={ckpt}"), entry_point_dir, tmp_path / "b2.log")
+    check_resumed(b, "resumed", first_step=10)
+
+    # C: SIGKILL the whole process group once the batch-10 checkpoint is complete, then autoresume
+    c = tmp_path / "c"
+    folder = c / "checkpoints"
+    autoresume = ["autoresume=true", "save_overwrite=false"]
+    start = time.perf_counter()
+    proc = _launch(_overrides(demo_dir, c, "killed", *autoresume), entry_point_dir, tmp_path / "c1.log")
+    latest = folder / "latest-rank0.pt"
+    try:
+        # the symlink is made only after the file is written: it marks a complete checkpoint
+        while not (latest.is_symlink() and os.readlink(latest) == "ep0-ba10-rank0.pt"):
+            assert proc.poll() is None, f"run C ended before its first checkpoint:\n{(tmp_path / 'c1.log').read_text()}"
+            assert time.perf_counter() - start < 600, "run C made no checkpoint in 10 minutes"
+            time.sleep(0.05)
+        before_kill = sorted(p.name for p in folder.iterdir())
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    timings["C1"] = time.perf_counter() - start
+    killed = _read(c / "killed-rank0.jsonl")
+    assert max(killed[LR]) < 24, "run C finished before the kill"
+    for name in before_kill:  # every checkpoint completed before the kill survived it
+        assert load_checkpoint_safely(folder / name)["state"]["timestamp"]["Timestamp"]["batch"] == 10, name
+    assert load_checkpoint_safely(latest)["state"]["callbacks"][PLATEAU] == _plateau(
+        a / "checkpoints" / "ep0-ba10-rank0.pt"
+    )
+    timed("C2", _run, _overrides(demo_dir, c, "autoresumed", *autoresume), entry_point_dir, tmp_path / "c2.log")
+    check_resumed(c, "autoresumed", first_step=10)
+    assert os.readlink(latest) == "ep0-ba24-rank0.pt"
+    print("timings (s):", {k: round(v, 1) for k, v in timings.items()})
+
+
+# -- in-process checks -----------------------------------------------------------------------------------------------
+
+
+def test_load_ignore_keys_resets_the_plateau_on_purpose(tmp_path: Path) -> None:
+    """``load_ignore_keys: [state/callbacks/ReduceLROnPlateauCallback]`` starts the plateau afresh (scale 1)."""
+    from foundry_ext.plateau import ReduceLROnPlateauScheduler
+    from tests.trainer_utils import BASE_LR, make_trainer
+
+    def plateau_run(**kwargs: Any) -> tuple[Any, Any]:
+        scheduler = ReduceLROnPlateauScheduler(monitor="metrics/eval/Scripted", factor=0.5, patience=0)
+        trainer, recorder = make_trainer([scheduler], eval_values=[3.0] * 8, eval_interval="4ba", **kwargs)
+        trainer.fit()
+        trainer.close()
+        return scheduler.callback, recorder
+
+    first, _ = plateau_run(max_duration="12ba", save_folder=str(tmp_path), save_interval="12ba")  # cuts at ba8, ba12
+    assert (first.plateau.cuts, first.plateau.scale) == (2, 0.25)
+    ckpt = str(tmp_path / "ep0-ba12-rank0.pt")
+
+    kept, recorder = plateau_run(max_duration="16ba", load_path=ckpt)
+    assert recorder.lrs[12] == [BASE_LR * 0.25]  # restored: the cut LR goes on
+    assert (kept.plateau.cuts, kept.plateau.scale) == (3, 0.125)
+
+    # Composer says so when it restores the callbacks; the adapter adds its own "no plateau state" warning
+    with pytest.warns(UserWarning) as warned:
+        reset, recorder = plateau_run(
+            max_duration="16ba", load_path=ckpt, load_ignore_keys=[f"state/callbacks/{PLATEAU}"]
+        )
+    messages = [str(w.message) for w in warned]
+    assert f"{PLATEAU} is not in the state_dict. Its state will not be restored." in messages
+    assert any("no plateau state in the checkpoint; starting fresh" in m for m in messages)
+    # the LambdaLR state still holds the cut LR for batch 12; from batch 13 the fresh scale (1.0) applies, and the
+    # first evaluation after the reset (ba16) only sets the best
+    assert recorder.lrs[13] == [BASE_LR]
+    assert (reset.plateau.cuts, reset.plateau.scale, reset.plateau.num_evals) == (0, 1.0, 1)
+
+
+@pytest.mark.parametrize(
+    ("value", "error"),
+    [
+        pytest.param("latest-rank${oc.env:RANK}.pt", "Unsupported interpolation type oc.env", id="oc.env"),
+        pytest.param("latest-rank${RANK}.pt", "Interpolation key 'RANK' not found", id="bare"),
+    ],
+)
+def test_env_interpolation_is_not_available_in_llm_foundry_yaml(
+    value: str, error: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """llm-foundry clears OmegaConf's ``oc.env`` resolver: write Composer's ``{rank}`` instead (docs/resume.md)."""
+    from llmfoundry.command_utils import train_from_yaml
+
+    monkeypatch.setenv("RANK", "0")
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(YAML.read_text() + f"\nsave_latest_filename: {value}\n")
+    with pytest.raises(Exception, match=error):
+        train_from_yaml(str(cfg), [f"save_folder={tmp_path}/ckpt"])
+
+
+@pytest.mark.parametrize("name", ["resume-autoresume", "resume-load-path", "tiny-plateau"])
+def test_resume_examples_are_valid_train_configs(name: str, capsys: pytest.CaptureFixture) -> None:
+    """The GPU examples are not trained here: llm-foundry's TrainConfig accepts them and their schedule builds."""
+    from llmfoundry.utils.config_utils import TRAIN_CONFIG_KEYS, TrainConfig, make_dataclass_and_log_config
+    from omegaconf import OmegaConf as om
+
+    from foundry_ext.cli import main
+
+    path = REPO / "yamls" / f"{name}.yaml"
+    _, cfg = make_dataclass_and_log_config(om.load(path), TrainConfig, TRAIN_CONFIG_KEYS, transforms="all")
+    assert cfg.scheduler["name"] == "reduce_lr_on_plateau"
+    assert "{run_name}" in cfg.save_folder
+    if name == "resume-autoresume":
+        assert cfg.autoresume and cfg.run_name and cfg.fsdp_config["state_dict_type"] == "sharded"
+        assert cfg.save_latest_filename == "latest-sharded-rank{rank}"
+    if name == "resume-load-path":
+        assert cfg.load_path and cfg.load_ignore_keys == [f"state/callbacks/{PLATEAU}"]
+        assert cfg.fsdp_config["state_dict_type"] == "full" and cfg.precision == "amp_bf16"
+    assert main(["validate", str(path)]) == 0, capsys.readouterr()
