@@ -1,0 +1,47 @@
+"""Shared fixtures: the offline demo data, and real training runs through the ``composer`` launcher."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from foundry_ext.demo_data import DEFAULT_SEED, FORMAT_VERSION, read_marker, write_demo_data
+from tests.launcher import REPO, RunComposer, TrainRun, run_train
+
+
+@pytest.fixture(scope="session")
+def demo_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo data folder (tokenizer/, train/, val/): the repository's ./demo-data when it is current, else fresh.
+
+    Never modifies ./demo-data: a missing, stale or foreign one is left alone and the data is written to a
+    temporary folder instead, once per session.
+    """
+    local = REPO / "demo-data"
+    marker = read_marker(local)
+    if marker is not None and marker.get("seed") == DEFAULT_SEED and marker.get("format") == FORMAT_VERSION:
+        return local
+    return write_demo_data(tmp_path_factory.mktemp("demo") / "demo-data").path
+
+
+@pytest.fixture(scope="session")
+def run_composer(demo_data: Path, tmp_path_factory: pytest.TempPathFactory) -> RunComposer:
+    """``run_composer(yaml, *overrides, cwd=None, timeout=300, check=True)``: a real launcher run on the demo data.
+
+    Session-scoped, so module fixtures can share one run. ``variables.data_local`` points at :func:`demo_data`;
+    ``cwd`` defaults to a fresh temporary folder, so relative ``./runs/...`` folders land there, not in the repo.
+    """
+
+    def run(
+        yaml_path: str | Path, *overrides: str, cwd: Path | None = None, timeout: float = 300, check: bool = True
+    ) -> TrainRun:
+        return run_train(
+            yaml_path,
+            f"variables.data_local={demo_data}",
+            *overrides,
+            cwd=cwd or tmp_path_factory.mktemp("run"),
+            timeout=timeout,
+            check=check,
+        )
+
+    return run
