@@ -13,7 +13,7 @@ from composer.core import State, Time, TimeUnit
 
 from foundry_ext._config import ConfigError
 
-__all__ = ["Resolved", "convert", "now", "resolve"]
+__all__ = ["Resolved", "convert", "format_time", "now", "resolve"]
 
 _ATTR = {
     TimeUnit.BATCH: "batch",
@@ -98,11 +98,11 @@ def resolve(
     converted = {name: convert(t, state, ssr if scaled.get(name, True) else 1.0) for name, t in durations.items()}
     units = {t.unit for t in converted.values()}
     if len(units) > 1:
-        given = ", ".join(f"{prefix}.{n}={_show(durations[n])} (-> {converted[n].unit.value})" for n in durations)
+        given = ", ".join(f"{prefix}.{n}={format_time(durations[n])} (-> {converted[n].unit.value})" for n in durations)
         raise ConfigError(
             prefix,
             f"durations use units Composer cannot convert between: {given}. With max_duration="
-            f"{_show(max_duration)}, 'ba', 'ep' and 'dur' all convert to batches; 'tok' and 'sp' convert only to "
+            f"{format_time(max_duration)}, 'ba', 'ep' and 'dur' all convert to batches; 'tok' and 'sp' convert only to "
             "themselves and 'dur' when max_duration is in that unit. Give every duration in one of these families.",
         )
     unit = units.pop() if units else TimeUnit.BATCH
@@ -112,7 +112,8 @@ def resolve(
     return value
 
 
-def _show(time: Time | None) -> str:
+def format_time(time: Time | None) -> str:
+    """``Time(100, BATCH)`` -> ``"100ba"``, ``Time(0.2, DURATION)`` -> ``"0.2dur"`` (as a user writes it)."""
     if time is None:
         return "None"
     return f"{time.value:g}{time.unit.value}"

@@ -21,6 +21,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from foundry_ext._time import format_time
 from foundry_ext.cli import UsageError
 
 __all__ = ["add_arguments", "read_metrics", "run", "text_chart"]
@@ -188,7 +189,7 @@ def run(args: argparse.Namespace) -> int:
 
     params = loading.summarize(kwargs)
     lr_text = "the multiplier (optimizer.lr is not set)" if lr is None else f"lr={lr:g}"
-    print(f"{name} ({params or 'defaults'}); {lr_text}, max_duration={_show_time(max_duration)} = {total} batches")
+    print(f"{name} ({params or 'defaults'}); {lr_text}, max_duration={format_time(max_duration)} = {total} batches")
     for line in text_chart(xs, lrs, total, bounds):
         print(line)
     i_max = max(range(len(lrs)), key=lrs.__getitem__)
@@ -217,7 +218,7 @@ def run(args: argparse.Namespace) -> int:
 
     full = loading.summarize(kwargs, limit=280)
     title = f"{name}: {full}" if full else f"{name} (defaults)"
-    subtitle = f"{lr_text}, max_duration={_show_time(max_duration)}"
+    subtitle = f"{lr_text}, max_duration={format_time(max_duration)}"
     size = _render_png(
         args.out,
         xs,
@@ -291,13 +292,6 @@ def _print_plateau(
             f"-> {base_lr * cut.new_scale:.4g}); value {cut.value:.6g} vs best {cut.best:.6g}, "
             f"{cut.evals_waited} evaluations without improvement"
         )
-
-
-def _show_time(t: Any) -> str:
-    v = t.value
-    if isinstance(v, float) and v.is_integer():
-        v = int(v)
-    return f"{v}{t.unit.value}"
 
 
 def text_chart(

@@ -16,6 +16,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from foundry_ext._time import format_time
 from foundry_ext.cli import UsageError
 
 __all__ = ["add_arguments", "find_problems", "run"]
@@ -85,7 +86,7 @@ def find_problems(
         name, kwargs = spec
         n = len(callbacks)
         summary = (
-            f"{name} ({loading.summarize(kwargs) or 'defaults'}), max_duration={_show(max_duration)}, "
+            f"{name} ({loading.summarize(kwargs) or 'defaults'}), max_duration={format_time(max_duration)}, "
             f"{n} callback{'s' if n != 1 else ''}"
         )
     return problems, notes, summary
@@ -194,10 +195,3 @@ def _check_monitor(scheduler: Any, cfg: dict[str, Any], problems: list[str]) -> 
             f"scheduler.monitor: {monitor!r} names evaluator {label!r}, but the eval loaders are labelled "
             f"{', '.join(repr(x) for x in labels)} (metrics/<label>/<metric>)"
         )
-
-
-def _show(t: Any) -> str:
-    v = t.value
-    if isinstance(v, float) and v.is_integer():
-        v = int(v)
-    return f"{v}{t.unit.value}"

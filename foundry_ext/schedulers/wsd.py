@@ -9,7 +9,7 @@ from composer.core import State, Time
 from composer.optim import ComposerScheduler
 
 from foundry_ext._config import ConfigError, ValidatedMeta, choice, duration, flag, number
-from foundry_ext._time import now, resolve
+from foundry_ext._time import format_time, now, resolve
 
 __all__ = ["DECAY_TYPES", "WARMUP_TYPES", "WarmupStableDecayScheduler", "decay_shape", "warmup_shape"]
 
@@ -140,16 +140,14 @@ class WarmupStableDecayScheduler(ComposerScheduler, metaclass=ValidatedMeta):
 def _check_fits(values: dict[str, float], given: Any, unit: str | None = None) -> None:
     """Raise when warmup and decay overlap: ``t_warmup + t_decay > t_max``."""
     if values["t_warmup"] + values["t_decay"] > values["t_max"]:
-        shown = ", ".join(f"{k}={_fmt(given[k])}" for k in ("t_warmup", "t_decay", "t_max"))
+
+        def show(value: Any) -> str:
+            return format_time(value) if isinstance(value, Time) else repr(value)
+
+        shown = ", ".join(f"{k}={show(given[k])}" for k in ("t_warmup", "t_decay", "t_max"))
         where = f" (= {values['t_warmup']:g} + {values['t_decay']:g} > {values['t_max']:g} {unit})" if unit else ""
         raise ConfigError(
             "scheduler.t_decay",
             f"warmup and decay do not fit before t_max: {shown}{where}; "
             "need t_warmup + t_decay <= t_max (shorten t_warmup or t_decay, or raise t_max/max_duration)",
         )
-
-
-def _fmt(value: Any) -> str:
-    if isinstance(value, Time):
-        return f"{value.value:g}{value.unit.value}"
-    return repr(value)
