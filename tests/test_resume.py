@@ -12,6 +12,7 @@ The other tests use a real Composer ``Trainer`` in-process (load_ignore_keys) or
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -112,7 +113,8 @@ def _run(overrides: list[str], plugins: Path, log: Path, timeout: float = 600) -
         code = proc.wait(timeout=timeout)
     finally:
         if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
     assert code == 0, f"{' '.join(map(str, proc.args))} exited {code}:\n{log.read_text()[-4000:]}"
 
 
@@ -215,7 +217,8 @@ def test_load_path_and_autoresume_after_sigkill_match_the_uninterrupted_run(
             time.sleep(0.05)
         before_kill = sorted(p.name for p in folder.iterdir())
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):  # already gone if it failed on its own
+            os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
     timings["C1"] = time.perf_counter() - start
     killed = _read(c / "killed-rank0.jsonl")
