@@ -1,0 +1,77 @@
+"""The benchmarks in bench/ run end to end at a minimal size (``--quick``), so that they cannot rot.
+
+They run in this process (the imports are already paid); the figures they print are meaningless at this size.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as tdist
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+
+
+@pytest.fixture
+def bench(monkeypatch: pytest.MonkeyPatch):
+    """Import a bench/ script by name, with bench/ on sys.path as when it runs as a script."""
+    monkeypatch.syspath_prepend(str(BENCH))
+    threads = torch.get_num_threads()
+    yield importlib.import_module
+    torch.set_num_threads(threads)  # the training benchmarks pin torch to one thread
+    for name in [n for n in sys.modules if n.startswith(("bench_", "count_collectives"))]:
+        del sys.modules[name]
+
+
+def test_scheduler_calls_quick(bench, capsys: pytest.CaptureFixture[str]) -> None:
+    assert bench("bench_scheduler_calls").main(["--quick"]) == 0
+    out = capsys.readouterr().out
+    for label in ("warmup_stable_decay (sqrt)", "cosine_with_restarts", "torch_lr_scheduler (OneCycleLR)"):
+        assert f"| {label} |" in out
+    assert "| reduce_lr_on_plateau (base: WSD) |" in out
+    assert "| ChainedScheduler+cosine |" in out
+
+
+def test_training_quick(bench, demo_data: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert bench("bench_training").main(["--quick", "--data", str(demo_data)]) == 0
+    out = capsys.readouterr().out
+    for name in ("cosine_with_warmup", "warmup_stable_decay", "reduce_lr_on_plateau"):
+        assert f"| {name} | 2 |" in out  # 2 evaluations in 6 batches, every 3
+
+
+def test_quality_quick(bench, demo_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    png = tmp_path / "quality.png"
+    assert bench("bench_quality").main(["--quick", "--data", str(demo_data), "--plot", str(png)]) == 0
+    out = capsys.readouterr().out
+    assert "| cosine_with_warmup |" in out and "| plateau (WSD base) |" in out
+    assert png.stat().st_size > 10_000
+
+
+def test_count_collectives_attributes_calls_to_events(bench, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The counting wrapper itself, in a one-process gloo group: outer calls count once, under the current event."""
+    cc = bench("count_collectives")
+    created = not tdist.is_initialized()
+    if created:
+        store = tdist.FileStore(str(tmp_path / "store"), 1)
+        tdist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        monkeypatch.setattr(cc, "COUNTS", cc.collections.Counter())
+        cc.patch(monkeypatch.setattr)
+        monkeypatch.setattr(cc, "_event", "eval_after_all")
+        tdist.broadcast(torch.zeros(1), src=0)
+        monkeypatch.setattr(cc, "_event", "batch_end")
+        tdist.all_reduce(torch.zeros(1))
+        out: list = [None]
+        tdist.all_gather_object(out, 1)  # calls all_gather inside: counted once, as all_gather_object
+        assert dict(cc.COUNTS) == {
+            ("eval_after_all", "broadcast"): 1,
+            ("batch_end", "all_reduce"): 1,
+            ("batch_end", "all_gather_object"): 1,
+        }
+    finally:
+        if created:
+            tdist.destroy_process_group()
