@@ -188,12 +188,21 @@ def run(cfg: Any, quiet: bool = True) -> Recorder:
     finally:
         sys.path.remove(str(ROOT))
     register_recorder()
-    Recorder.last = None
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "run.yaml")
         om.save(cfg, path)
-        with _quiet(quiet), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            train.main(path, [])
+        for attempt in range(3):
+            Recorder.last = None
+            try:
+                with _quiet(quiet), warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    train.main(path, [])
+                break
+            except FileExistsError as err:
+                # mosaicml-streaming names its shared memory by scanning /dev/shm for a free prefix: another process
+                # starting a dataset at the same moment can take it first. Starting again picks a new prefix.
+                if attempt == 2:
+                    raise
+                print(f"bench: retrying a run after a shared-memory name clash ({err})", file=sys.stderr)
     assert Recorder.last is not None, "the bench_recorder callback was not built"
     return Recorder.last
