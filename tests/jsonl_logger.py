@@ -2,7 +2,8 @@
 
 The console rounds floats to 4 decimals, too coarse to compare learning rates. A run loads this file through its
 YAML's ``code_paths`` (llm-foundry imports those before building the Trainer), which registers the logger, and
-selects it with ``loggers.jsonl.path=FILE``.
+selects it with ``loggers.jsonl.path=FILE`` (``FILE`` may contain ``{rank}``). Floats go through ``json`` (``repr``),
+so values read back compare bitwise.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 from composer.core import State
 from composer.loggers import Logger, LoggerDestination
+from composer.utils import dist
 from llmfoundry.registry import loggers
 
 __all__ = ["JSONLLogger"]
@@ -23,7 +25,8 @@ class JSONLLogger(LoggerDestination):
 
     def __init__(self, path: str) -> None:
         super().__init__()
-        self.path = Path(path)
+        # ``{rank}`` in the path gives each rank its own file (Composer's format variable, filled here)
+        self.path = Path(path.format(rank=dist.get_global_rank()))
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._file = self.path.open("a")
 
