@@ -94,12 +94,22 @@ TORCH_CONFIGS: list[tuple[str, dict[str, Any]]] = [
         },
     ),
     (
-        "ChainedScheduler+cosine",  # cosine inside a chain past T_max: no closed form, stepped from 0
+        "ChainedScheduler+cosine",  # cosine inside a chain past T_max: no closed form, torch's recursion replayed
         {
             "type": "ChainedScheduler",
             "schedulers": [
                 {"type": "LinearLR", "start_factor": 0.01, "total_iters": 100},
                 {"type": "CosineAnnealingLR", "T_max": MAX_BATCHES},
+            ],
+        },
+    ),
+    (
+        "ChainedScheduler+CyclicLR",  # a child that ignores its input LR: only step t itself is computed
+        {
+            "type": "ChainedScheduler",
+            "schedulers": [
+                {"type": "CyclicLR", "base_lr": 0.1, "max_lr": 1.0, "step_size_up": 2000, "cycle_momentum": False},
+                {"type": "ExponentialLR", "gamma": 0.99999},
             ],
         },
     ),

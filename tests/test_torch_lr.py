@@ -16,7 +16,7 @@ from torch.optim import lr_scheduler as torch_lr
 from torch.utils.data import DataLoader, TensorDataset
 
 from foundry_ext._config import ConfigError
-from foundry_ext.schedulers.torch_lr import TorchLRScheduler
+from foundry_ext.schedulers.torch_lr import TorchLRScheduler, _fresh, _seek
 
 WARMUP_COSINE = {
     "type": "SequentialLR",
@@ -173,6 +173,31 @@ def test_fresh_scheduler_at_any_batch_equals_running_there(state: State) -> None
 # Far jumps (resume): closed forms and exact counters instead of stepping, continued by stepping.
 # --------------------------------------------------------------------------------------------------------------
 
+# Chains that are not a product of closed forms: torch's recursion is replayed on a float (cosine past T_max with
+# eta_min, every multiplicative class), or the last child that ignores its input LR (CyclicLR) sets it.
+CHAIN_RECURSIVE = {
+    "type": "ChainedScheduler",
+    "schedulers": [
+        {"type": "ConstantLR", "factor": 0.3, "total_iters": 40},
+        {"type": "CosineAnnealingLR", "T_max": 9000, "eta_min": 0.05},
+        {"type": "StepLR", "step_size": 3000, "gamma": 0.7},
+        {"type": "PolynomialLR", "total_iters": 200_000, "power": 1.5},
+        {"type": "MultiStepLR", "milestones": [5, 500, 50_000], "gamma": 0.8},
+        {"type": "LinearLR", "start_factor": 0.5, "total_iters": 30_000},
+        {"type": "ExponentialLR", "gamma": 0.999999},
+    ],
+}
+CHAIN_ABSOLUTE = {
+    "type": "ChainedScheduler",
+    "schedulers": [
+        {"type": "ExponentialLR", "gamma": 0.9999},
+        {"type": "CyclicLR", "base_lr": 0.1, "max_lr": 1.0, "step_size_up": 700},
+        {"type": "CosineAnnealingLR", "T_max": 3000, "eta_min": 0.1},
+        {"type": "CosineAnnealingWarmRestarts", "T_0": 500, "T_mult": 2},
+        {"type": "LinearLR", "start_factor": 0.5, "total_iters": 30_000},
+    ],
+}
+
 FAR = [
     pytest.param({"type": "StepLR", "step_size": 1000, "gamma": 0.99}, id="StepLR"),
     pytest.param({"type": "MultiStepLR", "milestones": [10, 50_000, 90_000], "gamma": 0.5}, id="MultiStepLR"),
@@ -217,6 +242,8 @@ FAR = [
         },
         id="ChainedScheduler-cosine-factor",
     ),
+    pytest.param(CHAIN_RECURSIVE, id="ChainedScheduler-recursive"),
+    pytest.param(CHAIN_ABSOLUTE, id="ChainedScheduler-absolute"),
 ]
 
 
@@ -249,11 +276,14 @@ def test_jump_to_one_million_equals_stepping(config: dict, state: State) -> None
     assert at(ours, state, n + 1) == pytest.approx(optimizer.param_groups[0]["lr"], rel=1e-9, abs=0.0)
 
 
-def test_chained_with_non_factor_child_steps_there(state: State) -> None:
-    # Past T_max a cosine with eta_min is not a factor of the chain: no jump, torch's steps instead.
-    config = PARITY[-1].values[0]
-    expected = torch_lrs(config, 12_000)
-    assert at(build(config), state, 12_000) == expected[12_000]
+@pytest.mark.parametrize("config", [CHAIN_RECURSIVE, CHAIN_ABSOLUTE], ids=["recursive", "absolute"])
+def test_chain_fast_forward_is_torch_to_the_bit(config: dict, state: State) -> None:
+    # A far jump into a chain replays torch's own float arithmetic, so it equals stepping exactly, not to 1e-9.
+    n = 25_000
+    expected = torch_lrs(config, n + 3)
+    sched = build(config)
+    assert [at(sched, state, t) for t in range(n, n + 4)] == expected[n:]
+    assert _seek(_fresh(sched._spec), n)  # jumped, not stepped (stepping would be torch too, but ~15 µs a step)
 
 
 # --------------------------------------------------------------------------------------------------------------

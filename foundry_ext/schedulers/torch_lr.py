@@ -12,7 +12,7 @@ import inspect
 import math
 import warnings
 from bisect import bisect_right
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -46,6 +46,8 @@ _RESERVED = {
 
 # Chainable classes whose step is ``lr <- lr * factor(t)``: inside a ChainedScheduler their product is the LR.
 _MULTIPLICATIVE = ("StepLR", "MultiStepLR", "ConstantLR", "LinearLR", "ExponentialLR", "PolynomialLR")
+# Classes whose LR at a step ignores the LR they are handed (their get_lr reads only their own counters).
+_ABSOLUTE = ("CosineAnnealingWarmRestarts", "OneCycleLR", "CyclicLR")
 
 # A gap larger than this is crossed by a closed-form jump instead of stepping; smaller gaps are stepped, which is
 # torch's own recursion bit for bit. 10,000 steps cost at most ~70 ms (ChainedScheduler, the slowest step).
@@ -180,6 +182,95 @@ def _closed_form(sched: torch_lr.LRScheduler, t: int) -> float | None:
     return sched._get_closed_form_lr()[0]
 
 
+def _is_factor(child: torch_lr.LRScheduler, t: int) -> bool:
+    """Whether ``child``'s closed form at every step up to ``t`` is a factor of a ChainedScheduler's LR."""
+    name = type(child).__name__
+    if name == "CosineAnnealingLR":  # a factor only on its first half-period with eta_min = 0
+        return t <= child.T_max and child.eta_min == 0
+    return name in _MULTIPLICATIVE
+
+
+def _chain_step(child: torch_lr.LRScheduler) -> Callable[[int, float], float]:
+    """The ``get_lr`` of a chainable ``child`` at step ``n >= 1`` as a function of the LR it is handed.
+
+    Each expression is torch 2.7's own, operation for operation, so a chain advanced with these on one Python float
+    is bit-identical to torch stepping the real ChainedScheduler (which does the same float arithmetic on
+    ``group["lr"]``), at well under a microsecond per step instead of ~15.
+    """
+    name = type(child).__name__
+    if name == "StepLR":
+        size, gamma = child.step_size, child.gamma
+        return lambda n, x: x * gamma if n % size == 0 else x
+    if name == "MultiStepLR":
+        factors = {m: child.gamma**count for m, count in child.milestones.items()}
+        return lambda n, x: x * factors[n] if n in factors else x
+    if name == "ConstantLR":
+        total, factor = child.total_iters, child.factor
+        return lambda n, x: x * (1.0 / factor) if n == total else x
+    if name == "LinearLR":
+        start, end, total = child.start_factor, child.end_factor, child.total_iters
+        return lambda n, x: x if n > total else x * (1.0 + (end - start) / (total * start + (n - 1) * (end - start)))
+    if name == "ExponentialLR":
+        gamma = child.gamma
+        return lambda n, x: x * gamma
+    if name == "PolynomialLR":
+        total, power = child.total_iters, child.power
+        return lambda n, x: x if n > total else x * ((1.0 - n / total) / (1.0 - (n - 1) / total)) ** power
+    if name == "CosineAnnealingLR":
+        t_max, eta = child.T_max, child.eta_min
+        bump = (child.base_lrs[0] - eta) * (1 - math.cos(math.pi / t_max)) / 2
+        cos, pi = math.cos, math.pi
+
+        def cosine(n: int, x: float) -> float:
+            if (n - 1 - t_max) % (2 * t_max) == 0:
+                return x + bump
+            return (1 + cos(pi * n / t_max)) / (1 + cos(pi * (n - 1) / t_max)) * (x - eta) + eta
+
+        return cosine
+    raise AssertionError(f"{name} is not chainable")  # _ABSOLUTE and composites are handled by the caller
+
+
+def _fast_forward_chain(children: Sequence[torch_lr.LRScheduler], lr: float, t: int) -> float:
+    """The LR of a fresh ChainedScheduler (LR ``lr`` at step 0) after ``t`` steps; moves every child to step ``t``.
+
+    A child whose ``get_lr`` ignores the LR it is handed (``_ABSOLUTE``) overwrites it: only the children after the
+    last such child matter, and only at step ``t`` itself. Otherwise the chain is a recursion on the LR, replayed
+    from step 1 with :func:`_chain_step`.
+    """
+    last_absolute = max((i for i, c in enumerate(children) if type(c).__name__ in _ABSOLUTE), default=None)
+    for child in children:
+        child.last_epoch = t
+        child._step_count = t + 1
+        if type(child).__name__ == "CosineAnnealingWarmRestarts":
+            child.T_cur, child.T_i = _cawr_position(t, child.T_0, child.T_mult)
+    if last_absolute is not None:
+        lr = _get_lr(children[last_absolute])
+        for child in children[last_absolute + 1 :]:
+            lr = _chain_step(child)(t, lr)
+        return lr
+    # Past its last acting step a child returns the LR unchanged: drop it there (warmups act only at the start).
+    steps = [(_chain_step(c), _last_acting_step(c)) for c in children]
+    n = 1
+    while n <= t:
+        active = [step for step, last in steps if last >= n]
+        end = min([t, *(last for _, last in steps if last >= n)])
+        for k in range(n, end + 1):
+            for step in active:
+                lr = step(k, lr)
+        n = end + 1
+    return lr
+
+
+def _last_acting_step(child: torch_lr.LRScheduler) -> int | float:
+    """The last step at which a chainable ``child``'s ``get_lr`` changes the LR (``inf`` when it never stops)."""
+    name = type(child).__name__
+    if name in ("ConstantLR", "LinearLR", "PolynomialLR"):
+        return child.total_iters
+    if name == "MultiStepLR":
+        return max(child.milestones, default=0)
+    return math.inf
+
+
 def _seek(sched: torch_lr.LRScheduler, t: int) -> bool:
     """Put a freshly built ``sched`` at step ``t`` without stepping; False when this class cannot jump exactly.
 
@@ -197,16 +288,15 @@ def _seek(sched: torch_lr.LRScheduler, t: int) -> bool:
         sched.last_epoch = t
     elif name == "ChainedScheduler":
         children = sched._schedulers
-        if any(type(c).__name__ not in (*_MULTIPLICATIVE, "CosineAnnealingLR") for c in children):
-            return False
-        if any(type(c).__name__ == "CosineAnnealingLR" and (t > c.T_max or c.eta_min != 0) for c in children):
-            return False  # cosine is a factor only on its first half-period with eta_min = 0
-        product = 1.0
+        if all(_is_factor(c, t) for c in children):
+            product = 1.0  # the children's closed forms multiply: O(1)
+            for child in children:
+                product *= _closed_form(child, t)  # type: ignore[operator]
+            group["lr"] = product
+        else:
+            group["lr"] = _fast_forward_chain(children, group["lr"], t)
         for child in children:
-            product *= _closed_form(child, t)  # type: ignore[operator]
-        group["lr"] = product
-        for child in children:
-            child._last_lr = [product]
+            child._last_lr = [group["lr"]]
     elif name == "CosineAnnealingWarmRestarts":
         sched.T_cur, sched.T_i = _cawr_position(t, sched.T_0, sched.T_mult)
         sched.last_epoch = t
