@@ -36,6 +36,13 @@ def test_scheduler_calls_quick(bench, capsys: pytest.CaptureFixture[str]) -> Non
     assert "| ChainedScheduler+cosine |" in out
 
 
+def test_plot_quick(bench, capsys: pytest.CaptureFixture[str]) -> None:
+    assert bench("bench_plot").main(["--batches", "5000", "--repeat", "1"]) == 0
+    out = capsys.readouterr().out
+    for label in ("warmup_stable_decay", "torch_lr_scheduler CosineAnnealingLR", "reduce_lr_on_plateau + --metrics"):
+        assert f"| {label} |" in out
+
+
 def test_training_quick(bench, demo_data: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert bench("bench_training").main(["--quick", "--data", str(demo_data)]) == 0
     out = capsys.readouterr().out

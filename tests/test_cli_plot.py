@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
 import re
 import shutil
 import subprocess
@@ -238,12 +237,3 @@ def test_installed_script_in_a_subprocess(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "decay start at batch 1600" in done.stdout
     check_png(out)
-
-
-def test_bench_runs_tiny() -> None:
-    spec = importlib.util.spec_from_file_location("bench_plot", ROOT / "bench" / "bench_plot.py")
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    result = bench.bench(batches=2000, repeat=1)
-    assert result["total_s"] > 0 and result["evaluate_s"] >= 0

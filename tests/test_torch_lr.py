@@ -163,6 +163,18 @@ def test_random_access_is_pure(config: dict, n: int, state: State) -> None:
         assert at(sched, state, t) == pytest.approx(expected[t], rel=1e-9, abs=0.0), t
 
 
+@pytest.mark.parametrize(("config", "n"), PARITY)
+def test_forward_skips_are_torch_to_the_bit(config: dict, n: int, state: State) -> None:
+    # Sampled batches (a plot, an evaluation log): gaps are replayed on a float with torch's own expressions, or
+    # stepped across a SequentialLR milestone; either way equal to torch's stepping exactly.
+    expected = torch_lrs(config, n)
+    rng = random.Random(1)
+    t, sched = 0, build(config)
+    while t <= n:
+        assert at(sched, state, t) == expected[t], t
+        t += rng.choice((2, 3, 17, 250, 999, 2500))
+
+
 def test_fresh_scheduler_at_any_batch_equals_running_there(state: State) -> None:
     expected = torch_lrs(WARMUP_COSINE, 1000)
     for t in (0, 1, 99, 100, 101, 555, 999, 1000):

@@ -230,17 +230,18 @@ def _chain_step(child: torch_lr.LRScheduler) -> Callable[[int, float], float]:
     raise AssertionError(f"{name} is not chainable")  # _ABSOLUTE and composites are handled by the caller
 
 
-def _fast_forward_chain(children: Sequence[torch_lr.LRScheduler], lr: float, t: int) -> float:
-    """The LR of a fresh ChainedScheduler (LR ``lr`` at step 0) after ``t`` steps; moves every child to step ``t``.
+def _replay_chain(children: Sequence[torch_lr.LRScheduler], lr: float, start: int, t: int) -> float:
+    """Advance chained ``children`` from step ``start`` (handed LR ``lr``) to step ``t``; return the LR there.
 
-    A child whose ``get_lr`` ignores the LR it is handed (``_ABSOLUTE``) overwrites it: only the children after the
-    last such child matter, and only at step ``t`` itself. Otherwise the chain is a recursion on the LR, replayed
-    from step 1 with :func:`_chain_step`.
+    What torch's ``ChainedScheduler.step()`` would do ``t - start`` times, on one Python float: each child's
+    ``get_lr`` in order (:func:`_chain_step`). A child whose ``get_lr`` ignores the LR it is handed (``_ABSOLUTE``)
+    overwrites it: only the children after the last such child matter, and only at step ``t`` itself. Every child's
+    counters are moved to ``t``. A single scheduler is a chain of one.
     """
     last_absolute = max((i for i, c in enumerate(children) if type(c).__name__ in _ABSOLUTE), default=None)
     for child in children:
         child.last_epoch = t
-        child._step_count = t + 1
+        child._step_count += t - start
         if type(child).__name__ == "CosineAnnealingWarmRestarts":
             child.T_cur, child.T_i = _cawr_position(t, child.T_0, child.T_mult)
     if last_absolute is not None:
@@ -250,7 +251,7 @@ def _fast_forward_chain(children: Sequence[torch_lr.LRScheduler], lr: float, t: 
         return lr
     # Past its last acting step a child returns the LR unchanged: drop it there (warmups act only at the start).
     steps = [(_chain_step(c), _last_acting_step(c)) for c in children]
-    n = 1
+    n = start + 1
     while n <= t:
         active = [step for step, last in steps if last >= n]
         end = min([t, *(last for _, last in steps if last >= n)])
@@ -259,6 +260,32 @@ def _fast_forward_chain(children: Sequence[torch_lr.LRScheduler], lr: float, t: 
                 lr = step(k, lr)
         n = end + 1
     return lr
+
+
+def _replay(sched: torch_lr.LRScheduler, start: int, t: int) -> bool:
+    """Move ``sched`` from step ``start`` to step ``t > start`` as ``t - start`` torch steps would, bit for bit.
+
+    False (nothing changed) when a SequentialLR milestone lies in ``(start, t]``: there torch restarts a child with
+    ``step(0)``, which is left to torch's own stepping.
+    """
+    group = sched.optimizer.param_groups[0]
+    name = type(sched).__name__
+    if name == "SequentialLR":
+        milestones = sched._milestones
+        idx = bisect_right(milestones, start)
+        if idx != bisect_right(milestones, t):
+            return False
+        offset = milestones[idx - 1] if idx else 0  # the child counts its steps from its milestone
+        _replay(sched._schedulers[idx], start - offset, t - offset)
+        sched.last_epoch = t
+    else:
+        children = sched._schedulers if name == "ChainedScheduler" else [sched]
+        group["lr"] = _replay_chain(children, group["lr"], start, t)
+        for child in children:
+            child._last_lr = [group["lr"]]
+        sched.last_epoch = t
+    sched._last_lr = [group["lr"]]
+    return True
 
 
 def _last_acting_step(child: torch_lr.LRScheduler) -> int | float:
@@ -294,7 +321,7 @@ def _seek(sched: torch_lr.LRScheduler, t: int) -> bool:
                 product *= _closed_form(child, t)  # type: ignore[operator]
             group["lr"] = product
         else:
-            group["lr"] = _fast_forward_chain(children, group["lr"], t)
+            group["lr"] = _replay_chain(children, group["lr"], 0, t)
         for child in children:
             child._last_lr = [group["lr"]]
     elif name == "CosineAnnealingWarmRestarts":
@@ -376,6 +403,11 @@ class TorchLRScheduler(ComposerScheduler, metaclass=ValidatedMeta):
         self._advance(t)
 
     def _advance(self, t: int) -> None:
+        """Move forward to step ``t``: replayed on a float (bit-identical, ~0.2 µs a step), else torch's steps."""
+        if t > self._t and _replay(self._sched, self._t, t):
+            self._t = t
+            self._lr = float(self._group["lr"])
+            return
         step = self._sched.step
         quiet = self._quiet
         for n in range(self._t + 1, t + 1):
@@ -406,8 +438,15 @@ class TorchLRScheduler(ComposerScheduler, metaclass=ValidatedMeta):
             self._t = t
             self._lr = self._group["lr"]
             return self._lr
-        if t < self._t or t - self._t > _JUMP:
+        if t < self._t or (t - self._t > _JUMP and self._jumps_in_constant_time(t)):
             self._reset(t)
         else:
             self._advance(t)
         return self._lr
+
+    def _jumps_in_constant_time(self, t: int) -> bool:
+        """Whether a rebuild at ``t`` is O(1): every class but a ChainedScheduler that has to replay from 0."""
+        if self.type != "ChainedScheduler":
+            return True
+        children = self._sched._schedulers
+        return all(_is_factor(c, t) for c in children) or any(type(c).__name__ in _ABSOLUTE for c in children)
