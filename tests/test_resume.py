@@ -1,6 +1,6 @@
 """Resuming a reduce_lr_on_plateau run reproduces the uninterrupted run (docs/resume.md).
 
-LRs and plateau decisions are compared bitwise; eval losses to 1e-6 relative (see the note in the slow test).
+LRs, plateau decisions and eval losses are compared bitwise.
 
 The slow test drives the real launcher, ``composer -n 2 train.py yamls/tiny-plateau.yaml`` (gloo on CPU), three ways:
 A uninterrupted; B stopped at the batch-10 checkpoint and resumed with ``load_path``; C killed with SIGKILL after the
@@ -144,15 +144,12 @@ def test_load_path_and_autoresume_after_sigkill_match_the_uninterrupted_run(demo
             assert min(got) >= first_step and max(got) == 24, (name, sorted(got))
             want = {step: v for step, v in ref[name].items() if step >= min(got)}
             assert got.keys() == want.keys(), name
-            # LRs and plateau decisions are bitwise. Eval losses are not always: with identical weights (later
-            # evaluations match exactly) an evaluation after a resume was seen to differ in the last float32 bit
-            # (4.600886344909668 vs 4.60088586807251 at ba12), so they are compared to 1e-6 relative.
-            same = _same_bits if name != EVAL else lambda x, y: math.isclose(x, y, rel_tol=1e-6)
-            bad = {s: (got[s], want[s]) for s in got if not same(got[s], want[s])}
+            # Bitwise, eval losses included: CPU, fp32, one thread per rank, same data order, same weights.
+            bad = {s: (got[s], want[s]) for s in got if not _same_bits(got[s], want[s])}
             assert not bad, f"{name} differs from the uninterrupted run at batches {bad}"
         resumed = _plateau(run_dir / "checkpoints" / "ep0-ba24-rank0.pt")
         last_value = resumed["plateau"].pop("last_value")
-        assert math.isclose(last_value, final["plateau"]["last_value"], rel_tol=1e-6)
+        assert _same_bits(last_value, final["plateau"]["last_value"])
         assert resumed["plateau"] == {k: v for k, v in final["plateau"].items() if k != "last_value"}
         assert (resumed["window_sum"], resumed["window_count"]) == (final["window_sum"], final["window_count"])
 
