@@ -271,11 +271,9 @@ def _replay(sched: torch_lr.LRScheduler, start: int, t: int) -> bool:
     group = sched.optimizer.param_groups[0]
     name = type(sched).__name__
     if name == "SequentialLR":
-        milestones = sched._milestones
-        idx = bisect_right(milestones, start)
-        if idx != bisect_right(milestones, t):
+        idx, offset = _sequential_child(sched, t)
+        if _sequential_child(sched, start)[0] != idx:
             return False
-        offset = milestones[idx - 1] if idx else 0  # the child counts its steps from its milestone
         _replay(sched._schedulers[idx], start - offset, t - offset)
         sched.last_epoch = t
     else:
@@ -286,6 +284,16 @@ def _replay(sched: torch_lr.LRScheduler, start: int, t: int) -> bool:
         sched.last_epoch = t
     sched._last_lr = [group["lr"]]
     return True
+
+
+def _sequential_child(sched: torch_lr.LRScheduler, t: int) -> tuple[int, int]:
+    """The index of a SequentialLR's child that runs step ``t``, and the step its own count starts from.
+
+    At a milestone SequentialLR restarts the child with ``step(0)``: the child runs from its own step 0 there.
+    """
+    milestones = sched._milestones
+    idx = bisect_right(milestones, t)
+    return idx, milestones[idx - 1] if idx else 0
 
 
 def _last_acting_step(child: torch_lr.LRScheduler) -> int | float:
@@ -306,31 +314,20 @@ def _seek(sched: torch_lr.LRScheduler, t: int) -> bool:
     group = sched.optimizer.param_groups[0]
     name = type(sched).__name__
     if name == "SequentialLR":
-        milestones = sched._milestones
-        idx = bisect_right(milestones, t)
-        local = t - milestones[idx - 1] if idx else t
-        # At a milestone SequentialLR restarts the child with step(0): the child runs from its own step 0.
-        if not _seek(sched._schedulers[idx], local):
+        idx, offset = _sequential_child(sched, t)
+        if not _seek(sched._schedulers[idx], t - offset):
             return False
         sched.last_epoch = t
-    elif name == "ChainedScheduler":
-        children = sched._schedulers
-        if all(_is_factor(c, t) for c in children):
-            product = 1.0  # the children's closed forms multiply: O(1)
-            for child in children:
-                product *= _closed_form(child, t)  # type: ignore[operator]
-            group["lr"] = product
-        else:
-            group["lr"] = _replay_chain(children, group["lr"], 0, t)
-        for child in children:
-            child._last_lr = [group["lr"]]
-    elif name == "CosineAnnealingWarmRestarts":
-        sched.T_cur, sched.T_i = _cawr_position(t, sched.T_0, sched.T_mult)
-        sched.last_epoch = t
-        group["lr"] = _get_lr(sched)
-    elif name in ("OneCycleLR", "CyclicLR"):  # get_lr depends on last_epoch only: exact
-        sched.last_epoch = t
-        group["lr"] = _get_lr(sched)
+    elif name == "ChainedScheduler" and all(_is_factor(c, t) for c in sched._schedulers):
+        product = 1.0  # the children's closed forms multiply: O(1)
+        for child in sched._schedulers:
+            product *= _closed_form(child, t)  # type: ignore[operator]
+        group["lr"] = product
+        for child in sched._schedulers:
+            child._last_lr = [product]
+    elif name == "ChainedScheduler" or name in _ABSOLUTE:
+        # Absolute classes: exact counters and torch's get_lr, O(1); other chains: torch's recursion on a float.
+        return _replay(sched, 0, t)
     else:
         value = _closed_form(sched, t)
         if value is None:
