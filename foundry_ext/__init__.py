@@ -2,19 +2,30 @@
 
 Installed, it registers its schedulers and callbacks with llm-foundry through entry points, so a train YAML
 selects them by ``scheduler.name`` with no code change. Python users import the classes from here.
+
+The classes are imported on first use (PEP 562): ``import foundry_ext`` alone imports neither torch nor Composer, so
+the ``foundry-ext`` command starts in a fraction of a second.
 """
 
-from importlib.metadata import PackageNotFoundError, version
+from __future__ import annotations
 
-from foundry_ext._config import ConfigError
-from foundry_ext.plateau import ReduceLROnPlateauCallback, ReduceLROnPlateauScheduler
-from foundry_ext.schedulers.torch_lr import TorchLRScheduler
-from foundry_ext.schedulers.wsd import WarmupStableDecayScheduler
+import importlib
+from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
 
 try:
     __version__ = version("foundry-ext")
 except PackageNotFoundError:  # running from a source tree that is not installed
     __version__ = "0.0.0"
+
+# public name -> the module that defines it
+_EXPORTS = {
+    "ConfigError": "foundry_ext.config.errors",
+    "ReduceLROnPlateauCallback": "foundry_ext.plateau.callback",
+    "ReduceLROnPlateauScheduler": "foundry_ext.plateau.scheduler",
+    "TorchLRScheduler": "foundry_ext.schedulers.torch_lr",
+    "WarmupStableDecayScheduler": "foundry_ext.schedulers.wsd",
+}
 
 __all__ = [
     "ConfigError",
@@ -24,3 +35,23 @@ __all__ = [
     "WarmupStableDecayScheduler",
     "__version__",
 ]
+
+if TYPE_CHECKING:
+    from foundry_ext.config.errors import ConfigError
+    from foundry_ext.plateau.callback import ReduceLROnPlateauCallback
+    from foundry_ext.plateau.scheduler import ReduceLROnPlateauScheduler
+    from foundry_ext.schedulers.torch_lr import TorchLRScheduler
+    from foundry_ext.schedulers.wsd import WarmupStableDecayScheduler
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'foundry_ext' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])

@@ -68,14 +68,19 @@ def check_png(path: Path) -> None:
     assert width > 300 and height > 200 and channels in (3, 4)
 
 
-def wsd_multiplier(batch: int) -> float:
+def wsd_multiplier(timestamp: int) -> float:
     """The scheduler's multiplier on an independently built Composer State (not the CLI's evaluator)."""
     scheduler = WarmupStableDecayScheduler(t_warmup="100ba", t_decay="0.2dur", alpha_f=0.1)
     state = State(
         model=torch.nn.Linear(1, 1), rank_zero_seed=0, run_name="t", device=DeviceCPU(), max_duration="1000ba"
     )
-    state.timestamp = Timestamp(batch=batch, sample=4 * batch, token=256 * batch)
+    state.timestamp = Timestamp(batch=timestamp, sample=4 * timestamp, token=256 * timestamp)
     return scheduler(state)
+
+
+def lr_of_batch(batch: int) -> float:
+    """Composer's order: 0-indexed batch b trains with the multiplier at timestamp b - 1 (batch 0 with the one at 0)."""
+    return 1e-3 * wsd_multiplier(max(batch - 1, 0))
 
 
 def run_plot(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -95,28 +100,48 @@ def test_every_example_yaml_renders(yaml_path: Path, tmp_path: Path, capsys: pyt
 
 def test_wsd_values_at_named_batches_are_exact(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = write(tmp_path, WSD_YAML)
-    named = [0, 50, 99, 100, 500, 799, 800, 900, 999, 1000]
+    named = [0, 1, 50, 51, 100, 101, 500, 800, 801, 901, 999]
     table = tmp_path / "points.csv"
     argv = [str(config), "--out", str(tmp_path / "lr.png"), "--csv", str(table)]
     rc, stdout, err = run_plot(capsys, *argv, *[a for b in named for a in ("--at", str(b))])
     assert rc == 0, err
     printed = {int(b): float(lr) for b, lr in re.findall(r"^batch (\d+): lr (\S+) ", stdout, re.MULTILINE)}
-    assert printed == {b: 1e-3 * wsd_multiplier(b) for b in named}
-    # documented shape: half-way through warmup, plateau, half-way through the linear decay to alpha_f, floor
-    assert [printed[b] for b in (50, 500, 900, 1000)] == [1e-3 * 0.5, 1e-3, 1e-3 * (0.1 + 0.9 * 0.5), 1e-3 * 0.1]
+    assert printed == {b: lr_of_batch(b) for b in named}
+    # batches 0 and 1 both train at 0; batch 51 at half the warmup; 101 at the peak; 901 half-way through the decay
+    assert [printed[b] for b in (0, 1, 51, 100, 101, 901)] == [0.0, 0.0, 1e-3 * 0.5, 1e-3 * 0.99, 1e-3, 1e-3 * 0.55]
     with open(table) as f:
         rows = list(csv.DictReader(f))
-    assert len(rows) > 900  # 1000 batches: all evaluated
-    for row in rows[::37] + [r for r in rows if int(r["batch"]) in (99, 100, 101, 799, 800, 801)]:
-        assert float(row["lr"]) == 1e-3 * wsd_multiplier(int(row["batch"]))
-    assert "warmup end at batch 100, decay start at batch 800" in stdout
+    assert [int(r["batch"]) for r in rows] == list(range(1000))  # every batch that trains, and no batch 1000
+    for row in rows:
+        assert float(row["lr"]) == lr_of_batch(int(row["batch"]))
+    assert "marks: warmup end at batch 101, decay start at batch 801" in stdout
     assert "global_train_batch_size 4 x max_seq_len 64" in stdout and "max_seq_len long" in stdout
     check_png(tmp_path / "lr.png")
 
 
-def test_long_schedule_samples_points_but_keeps_boundaries_exact(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_the_last_row_is_the_last_batch_that_trains(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A cosine_with_restarts run of 40 batches restarts at timestamp 40, which no batch trains with."""
+    config = write(
+        tmp_path,
+        WSD_YAML.replace(
+            "scheduler:\n  name: warmup_stable_decay\n  t_warmup: ${variables.warmup}\n"
+            "  t_decay: 0.2dur\n  alpha_f: 0.1\n",
+            "scheduler: {name: cosine_with_restarts, t_0: 20ba}\n",
+        ),
+    )
+    table = tmp_path / "points.csv"
+    rc, stdout, err = run_plot(
+        capsys, str(config), "max_duration=40ba", "--out", str(tmp_path / "lr.png"), "--csv", str(table)
+    )
+    assert rc == 0, err
+    with open(table) as f:
+        rows = list(csv.DictReader(f))
+    assert [int(r["batch"]) for r in rows] == list(range(40))
+    assert float(rows[-1]["multiplier"]) < 0.05  # the end of the second cycle (timestamp 38), not the restart at 1.0
+    assert "marks: restart 1 at batch 21" in stdout
+
+
+def test_long_schedule_samples_points_but_keeps_marks_exact(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = write(tmp_path, WSD_YAML)
     table = tmp_path / "points.csv"
     rc, stdout, err = run_plot(
@@ -126,8 +151,9 @@ def test_long_schedule_samples_points_but_keeps_boundaries_exact(
     with open(table) as f:
         batches = [int(r["batch"]) for r in csv.DictReader(f)]
     assert 2000 <= len(batches) <= 4100
-    assert {0, 99, 100, 101, 799_999, 800_000, 800_001, 1_000_000} <= set(batches)
-    assert "LR max 0.001 at batch 100, min 0 at batch 0" in stdout
+    assert {0, 100, 101, 102, 800_000, 800_001, 800_002, 999_999} <= set(batches)
+    assert max(batches) == 999_999
+    assert "LR max 0.001 at batch 101, min 0 at batch 0" in stdout
 
 
 def test_llm_foundry_builtin_scheduler_with_warmup(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -137,11 +163,11 @@ def test_llm_foundry_builtin_scheduler_with_warmup(tmp_path: Path, capsys: pytes
             "warmup_stable_decay", "cosine_with_warmup"
         ),
     )
-    rc, stdout, err = run_plot(capsys, str(config), "--out", str(tmp_path / "lr.png"), "--at", "100", "--at", "550")
+    rc, stdout, err = run_plot(capsys, str(config), "--out", str(tmp_path / "lr.png"), "--at", "101", "--at", "551")
     assert rc == 0, err
-    assert "boundaries: warmup end at batch 100" in stdout
-    assert "batch 100: lr 0.001 " in stdout
-    half_way = re.search(r"batch 550: lr (\S+) ", stdout)
+    assert "marks: warmup end at batch 101" in stdout
+    assert "batch 101: lr 0.001 " in stdout
+    half_way = re.search(r"batch 551: lr (\S+) ", stdout)
     assert half_way and float(half_way.group(1)) == pytest.approx(5e-4, rel=1e-12)  # cos(pi/2) is 6e-17, not 0
     check_png(tmp_path / "lr.png")
 
@@ -174,7 +200,8 @@ def test_plateau_simulation_matches_torch(tmp_path: Path, capsys: pytest.Capture
     out = tmp_path / "lr.png"
     rc, stdout, err = run_plot(capsys, str(config), "--out", str(out), "--metrics", str(metrics), "--at", "1999")
     assert rc == 0, err
-    printed = [(int(b), float(new)) for b, new in re.findall(r"cut at batch (\d+): scale \S+ -> (\S+) ", stdout)]
+    # the cut decided at the evaluation at timestamp T applies from 0-indexed batch T on
+    printed = [(int(b), float(new)) for b, new in re.findall(r"from batch (\d+) on: scale \S+ -> (\S+) ", stdout)]
     counted = values[2:]  # after warmup
     cuts = torch_cuts(counted, lr=1e-3, factor=0.5, patience=1, threshold=0.01)
     expected = [(batches[2 + i], pytest.approx(scale, rel=1e-5)) for i, scale in cuts]
@@ -188,9 +215,9 @@ def test_plateau_simulation_matches_torch(tmp_path: Path, capsys: pytest.Capture
 
 def test_plateau_without_metrics_draws_time_part(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = write(tmp_path, PLATEAU_YAML)
-    rc, stdout, err = run_plot(capsys, str(config), "--out", str(tmp_path / "lr.png"), "--at", "125", "--at", "1500")
+    rc, stdout, err = run_plot(capsys, str(config), "--out", str(tmp_path / "lr.png"), "--at", "126", "--at", "1500")
     assert rc == 0, err
-    assert "batch 125: lr 0.0005 (multiplier 0.5)" in stdout  # linear warmup to 250ba
+    assert "batch 126: lr 0.0005 (multiplier 0.5)" in stdout  # linear warmup to 250ba, at timestamp 125
     assert "batch 1500: lr 0.001 (multiplier 1.0)" in stdout
     assert "pass --metrics FILE.csv" in stdout
 
@@ -235,5 +262,5 @@ def test_installed_script_in_a_subprocess(tmp_path: Path) -> None:
         timeout=600,
     )
     assert done.returncode == 0, done.stderr
-    assert "decay start at batch 1600" in done.stdout
+    assert "decay start at batch 1601" in done.stdout
     check_png(out)

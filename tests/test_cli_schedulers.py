@@ -22,12 +22,21 @@ def test_lists_every_registered_scheduler(capsys: pytest.CaptureFixture[str]) ->
     assert "foundry-ext (entry point)" in listed["warmup_stable_decay"]
     assert "t_warmup='0ba', t_decay='0.2dur'" in listed["warmup_stable_decay"]
     assert "llm-foundry (built in)" in listed["cosine_with_warmup"]
-    assert "from mosaicml" in listed["cosine_with_warmup"]  # the class comes from Composer's distribution
+    assert "runs composer.optim.scheduler.CosineAnnealingWithWarmupScheduler" in listed["cosine_with_warmup"]
     assert "t_warmup, t_max='1dur'" in listed["cosine_with_warmup"]
-    assert "type + torch kwargs" in listed["torch_lr_scheduler"]
+    assert "type (ChainedScheduler, ConstantLR," in listed["torch_lr_scheduler"]
     assert "monitor='metrics/eval/LanguageCrossEntropy'" in listed["reduce_lr_on_plateau"]
-    # llm-foundry's @experimental_class hides the signature behind (*args, **kwargs): we look through it
     assert "t_scale" in listed["inv_sqrt_with_warmup"]
+    # every listed runner is the class llm-foundry's registry builds for that name
+    for name, cls in registry.schedulers.get_all().items():
+        assert f"runs {cls.__module__}.{cls.__qualname__}" in listed[name], name
+
+
+def test_a_name_shows_every_key_with_its_range(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["schedulers", "warmup_stable_decay"]) == 0
+    out = capsys.readouterr().out
+    assert "alpha_f          default 0.0; a number in [0, 1]: final multiplier" in out
+    assert "decay_type       default 'linear'; linear, sqrt, cosine, square" in out
 
 
 def test_filter_and_unknown_name(capsys: pytest.CaptureFixture[str]) -> None:

@@ -48,12 +48,16 @@ def test_same_multiplier_as_composer(name: str, ssr: float) -> None:
         ("step", {}, r"scheduler\.step_size: is required"),
         ("step", {"step_size": "10ba", "gama": 0.5}, r"scheduler\.gama: unknown key \(did you mean 'gamma'\?\)"),
         ("step", {"step_size": "0ba"}, r"scheduler\.step_size: '0ba' must be > 0"),
-        ("multistep", {"milestones": "10ba"}, r"scheduler\.milestones: '10ba' is not a list of durations"),
+        ("multistep", {"milestones": "10ba"}, r"scheduler\.milestones: '10ba' \(str\) is not a list; expected a list"),
         ("multistep", {"milestones": ["10ba", "x"]}, r"scheduler\.milestones\[1\]: 'x' is not a duration"),
-        ("exponential", {"gamma": -1}, r"scheduler\.gamma: -1\.0 is out of range"),
+        ("exponential", {"gamma": -1}, r"scheduler\.gamma: -1 is out of range; expected a number > 0"),
         ("cosine", {"alpha_f": -0.1}, r"scheduler\.alpha_f: -0\.1 is out of range"),
         ("cosine_with_restarts", {"t_0": "10ba", "t_mult": 0.5}, r"scheduler\.t_mult: 0\.5 is out of range"),
-        ("polynomial_with_warmup", {"t_warmup": "5ba", "scale_warmup": 1}, r"scheduler\.scale_warmup: 1 is not a bool"),
+        (
+            "polynomial_with_warmup",
+            {"t_warmup": "5ba", "scale_warmup": 1},
+            r"scheduler\.scale_warmup: 1 \(int\) is not a bool",
+        ),
     ],
 )
 def test_errors(name: str, kwargs: dict, match: str) -> None:

@@ -1,4 +1,9 @@
-"""The ``foundry-ext`` command: one subcommand per module, imported only when used (torch is slow to import)."""
+"""The ``foundry-ext`` command: one subcommand per module, imported only when used.
+
+Start-up matters: importing torch takes seconds and Composer more. ``foundry-ext --help``, ``--version``,
+``schedulers`` and ``schema`` import neither (``tests/test_cli_startup.py``); each subcommand module imports at its top
+only the standard library, and in ``run()`` what it uses.
+"""
 
 from __future__ import annotations
 
@@ -7,15 +12,16 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-__all__ = ["main"]
+__all__ = ["UsageError", "main"]
 
 # subcommand -> (module, one-line help). Each module defines ``add_arguments(parser)`` and ``run(args) -> int``.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "demo-data": ("foundry_ext.cli.demo_data", "write the offline demo tokenizer and MDS dataset to a folder"),
-    "schedulers": ("foundry_ext.cli.schedulers", "list every scheduler llm-foundry can build here, with parameters"),
-    "validate": ("foundry_ext.cli.validate", "build the scheduler and callbacks of a train YAML without a model"),
-    "plot": ("foundry_ext.cli.plot", "draw the LR schedule of a train YAML to a PNG and the terminal"),
+    "plot": ("foundry_ext.cli.plot", "draw the LR of every batch of a train YAML to a PNG and the terminal"),
+    "validate": ("foundry_ext.cli.validate", "check the schedule and callbacks of a train YAML: every problem at once"),
+    "schedulers": ("foundry_ext.cli.schedulers", "list every scheduler name a train YAML can use, with its keys"),
+    "schema": ("foundry_ext.cli.schema", "print a JSON Schema of train YAMLs for editors (scheduler blocks typed)"),
     "inspect": ("foundry_ext.cli.inspect", "show the time, LRs, schedulers and plateau state of a checkpoint"),
+    "demo-data": ("foundry_ext.cli.demo_data", "write the offline demo tokenizer and MDS dataset to a folder"),
 }
 
 
@@ -23,14 +29,42 @@ class UsageError(Exception):
     """Bad input to a subcommand: printed as one line, exit status 2."""
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    def of(dist: str) -> str:
+        try:
+            return version(dist)
+        except PackageNotFoundError:
+            return "not installed"
+
+    return (
+        f"foundry-ext {of('foundry-ext')} (llm-foundry {of('llm-foundry')}, composer {of('mosaicml')}, "
+        f"torch {of('torch')}, python {sys.version.split()[0]})"
+    )
+
+
+class _Version(argparse.Action):
+    """``--version``: one line, unwrapped (argparse's own action wraps it at the terminal width)."""
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: object, values: object, option: str | None = None
+    ) -> None:
+        print(_version())
+        parser.exit()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``foundry-ext`` console script."""
-    parser = argparse.ArgumentParser(prog="foundry-ext", description="LR schedulers for llm-foundry: tools.")
+    parser = argparse.ArgumentParser(
+        prog="foundry-ext", description="LR schedules for llm-foundry: see them, check them."
+    )
+    parser.add_argument("--version", action=_Version, nargs=0, help="show the versions of foundry-ext and its stack")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module_name, help_text) in SUBCOMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.set_defaults(_module=module_name)
-        # argument definitions live next to the code that uses them; importing is cheap until run() is called
+        # argument definitions live next to the code that uses them; the modules import only the standard library
         importlib.import_module(module_name).add_arguments(p)
     args = parser.parse_args(argv)
     module = importlib.import_module(args._module)
@@ -42,6 +76,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"foundry-ext {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `foundry-ext schedulers | head`: the reader left; not an error of ours
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":

@@ -1,27 +1,26 @@
-"""``foundry-ext plot CONFIG.yaml [key=value ...]``: the LR schedule of a train YAML, as a PNG and a text chart.
+"""``foundry-ext plot CONFIG.yaml [key=value ...]``: the LR of every batch of a train YAML, as a PNG and a text chart.
 
-The scheduler is built through llm-foundry's registry exactly as ``train.py`` builds it, then evaluated on one
-minimal Composer ``State`` (:mod:`foundry_ext._schedule_eval`) at about ``--points`` evenly spaced batches plus every
-phase boundary and its neighbours. Each plotted value is the scheduler's own, not an interpolation; a 1,000,000-batch
-schedule takes well under a second to evaluate.
+The row for 0-indexed batch ``b`` is the LR batch ``b`` trains with, in Composer's order (:mod:`foundry_ext.preview`:
+the multiplier at timestamp ``b - 1``), for batches ``0`` to ``N - 1`` of an ``N``-batch run; ``tests/test_preview.py``
+checks it against a real ``Trainer.fit()`` for every scheduler family. The schedule is evaluated at about
+``--points`` evenly spaced batches plus every named mark (warmup end, milestones, restarts, cuts) and its neighbours;
+each value is the scheduler's own, not an interpolation.
 
 For ``reduce_lr_on_plateau`` the plot shows the time part (``base x warmup``); with ``--metrics FILE.csv`` (rows
-``batch,value``: the monitored metric of a past run) it replays the adapter's decisions with the very
-:class:`~foundry_ext.plateau.PlateauRule` the callback uses and draws the cuts.
+``batch,value``: the monitored metric of a past run, as Composer logged it) it replays the adapter's decisions with
+the very :class:`~foundry_ext.plateau.PlateauRule` the callback uses and draws the cuts where a real run applies them.
 """
 
 from __future__ import annotations
 
 import argparse
-import bisect
 import csv
 import os
 import textwrap
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-from foundry_ext._time import format_time
 from foundry_ext.cli import UsageError
 
 __all__ = ["add_arguments", "read_metrics", "run", "text_chart"]
@@ -132,105 +131,120 @@ def read_metrics(path: str) -> list[tuple[int, float]]:
 
 def run(args: argparse.Namespace) -> int:
     """Build, evaluate, print and draw the schedule."""
-    from llmfoundry import registry  # noqa: F401 - the slow import (seconds), kept out of the timings below
-
-    from foundry_ext._config import ConfigError
-    from foundry_ext._schedule_eval import ScheduleEvaluator, boundaries, sample_batches, simulate_plateau
-    from foundry_ext.cli import _config_loading as loading
+    from foundry_ext.config.durations import UnknownBatchesPerEpoch
+    from foundry_ext.config.errors import ConfigError
+    from foundry_ext.config.train_yaml import load_train_config, one_line, optimizer_lr, run_clock
+    from foundry_ext.preview import PlateauPreview, Preview, build_schedule, simulate_plateau
 
     start = time.perf_counter()
-
-    cfg = loading.load_train_config(args.config, args.overrides)
-    max_duration = loading.max_duration(cfg)
-    name, kwargs = loading.scheduler_spec(cfg)
-    clock, clock_note = _clock(cfg, kwargs, max_duration, args)
-    lr = loading.optimizer_lr(cfg)
-    base_lr = 1.0 if lr is None else lr
-    metrics = read_metrics(args.metrics) if args.metrics else None
-    scheduler = loading.build_scheduler(name, kwargs)
-    plateau = hasattr(scheduler, "time_multiplier") and hasattr(scheduler, "rule")
+    try:
+        cfg = load_train_config(args.config, args.overrides)
+        clock = run_clock(
+            cfg,
+            batches_per_epoch=args.batches_per_epoch,
+            samples_per_batch=args.samples_per_batch,
+            tokens_per_batch=args.tokens_per_batch,
+        )
+        block = cfg.get("scheduler")
+        if not isinstance(block, dict) or not block.get("name"):
+            raise ConfigError(
+                "scheduler.name", "missing; expected a block with a name, e.g. {name: cosine_with_warmup}"
+            )
+        _check_name(block["name"])
+        lr = optimizer_lr(cfg)
+        metrics = read_metrics(args.metrics) if args.metrics else None
+        total = clock.total_batches
+        schedule = build_schedule(block, clock)
+    except UnknownBatchesPerEpoch:
+        raise UsageError(
+            "--batches-per-epoch N is needed: max_duration or a scheduler duration is in 'ep', and the YAML does not "
+            "say how many batches an epoch has (no local MDS index for train_loader.dataset)"
+        ) from None
+    except ConfigError as e:
+        raise UsageError(e.problems[0].__str__() if len(e.problems) == 1 else "; ".join(map(str, e.problems))) from None
+    except UsageError:
+        raise
+    except Exception as e:  # a scheduler of another package failing to build
+        raise UsageError(f"scheduler ({block.get('name')}): {type(e).__name__}: {one_line(e)}") from None
+    name = block["name"]
+    plateau = isinstance(schedule, PlateauPreview)
     if metrics is not None and not plateau:
         raise UsageError(f"--metrics: only for scheduler.name: reduce_lr_on_plateau, not {name!r}")
+    base_lr = 1.0 if lr is None else lr
 
     eval_start = time.perf_counter()
-    evaluator = ScheduleEvaluator(scheduler, max_duration, clock, base_lr=base_lr)
-    total = evaluator.total_batches
-    time_part = scheduler.time_multiplier if plateau else scheduler
-
-    def multiplier(batch: int) -> float:
-        try:
-            return float(time_part(evaluator.set_batch(batch), evaluator.ssr))
-        except ConfigError as e:
-            raise UsageError(loading.one_line(e)) from None
-        except Exception as e:
-            raise UsageError(
-                f"scheduler ({name}) failed at batch {batch}: {type(e).__name__}: {loading.one_line(e)}"
-            ) from None
-
-    multiplier(0)  # the Trainer's first call: runs the checks that need max_duration (e.g. WSD overlap)
-    bounds = boundaries(scheduler, evaluator)
     cuts: list[Any] = []
     skipped = ignored = 0
     if metrics is not None:
-        ignored = sum(1 for b, _ in metrics if b > total)
-        metrics = [(b, v) for b, v in metrics if b <= total]
-        cuts, skipped = simulate_plateau(scheduler, evaluator, metrics, [base_lr])
-    cut_batches = [c.batch for c in cuts]
-    scales = [1.0] + [c.cut.new_scale for c in cuts]
+        ignored = sum(1 for b, _ in metrics if b >= total)
+        metrics = [(b, v) for b, v in metrics if b < total]
+        cuts, skipped = simulate_plateau(schedule, metrics, [base_lr])  # type: ignore[arg-type]
+    preview = Preview(schedule, clock, base_lr, cuts)
+    marks = preview.marks()
+    for batch in args.at:
+        if batch >= total:
+            raise UsageError(f"--at {batch}: the run trains batches 0 to {total - 1}")
 
-    def scale_at(batch: int) -> float:
-        return scales[bisect.bisect_right(cut_batches, batch)]  # a cut at batch b applies from batch b on
+    def lr_of(batch: int) -> float:
+        try:
+            return preview.lr(batch)
+        except ConfigError as e:
+            raise UsageError(str(e.problems[0])) from None
+        except Exception as e:
+            raise UsageError(f"scheduler ({name}) failed at batch {batch}: {type(e).__name__}: {one_line(e)}") from None
 
-    xs = sample_batches(total, args.points, [b for _, b in bounds] + cut_batches + list(args.at))
-    time_values = [multiplier(b) for b in xs]
-    values = [m * scale_at(b) for b, m in zip(xs, time_values, strict=True)]
-    lrs = [base_lr * v for v in values]
+    xs = sample_batches(total, args.points, [m.batch for m in marks] + list(args.at))
+    lrs = [lr_of(b) for b in xs]
+    time_lrs = [base_lr * schedule.multiplier(max(b - 1, 0)) for b in xs] if cuts else None
     eval_seconds = time.perf_counter() - eval_start
 
-    params = loading.summarize(kwargs)
+    params = _summarize({k: v for k, v in block.items() if k != "name"})
     lr_text = "the multiplier (optimizer.lr is not set)" if lr is None else f"lr={lr:g}"
-    print(f"{name} ({params or 'defaults'}); {lr_text}, max_duration={format_time(max_duration)} = {total} batches")
-    for line in text_chart(xs, lrs, total, bounds):
+    print(f"{name} ({params or 'defaults'}); {lr_text}, max_duration={clock.max_duration} = batches 0 to {total - 1}")
+    for line in text_chart(xs, lrs, total, [(m.label, m.batch) for m in marks]):
         print(line)
     i_max = max(range(len(lrs)), key=lrs.__getitem__)
     i_min = min(range(len(lrs)), key=lrs.__getitem__)
     print(
-        f"LR max {lrs[i_max]:.4g} at batch {xs[i_max]}, min {lrs[i_min]:.4g} at batch {xs[i_min]} "
-        f"(exact values at {len(xs)} batches: evenly spaced, plus every boundary and cut and its neighbours)"
+        f"LR max {lrs[i_max]:.4g} at batch {xs[i_max]}, min {lrs[i_min]:.4g} at batch {xs[i_min]} (the LR each batch "
+        f"trains with, exact at {len(xs)} batches: evenly spaced, plus every mark and its neighbours)"
     )
-    if bounds:
-        print("boundaries: " + ", ".join(f"{label} at batch {b}" for label, b in bounds))
-    if clock_note:
-        print(clock_note)
+    if marks:
+        print("marks: " + ", ".join(f"{m.label} at batch {m.batch}" for m in marks))
+    for note in clock.notes:
+        print(note)
+    for warning in getattr(schedule, "warnings", []):
+        print(f"warning: {warning}")
     if plateau:
-        _print_plateau(scheduler, metrics, cuts, skipped, ignored, base_lr)
+        _print_plateau(schedule, metrics, cuts, skipped, ignored, base_lr)
     for batch in args.at:
-        if batch > total:
-            raise UsageError(f"--at {batch}: after the end of the run (batch {total})")
-        m = multiplier(batch) * scale_at(batch)
+        m = preview.multiplier(batch)
         print(f"batch {batch}: lr {base_lr * m!r} (multiplier {m!r})")
     if args.csv:
-        with open(args.csv, "w", newline="") as f:
-            writer = csv.writer(f)
-            writer.writerow(["batch", "multiplier", "lr"])
-            writer.writerows((b, repr(m), repr(v)) for b, m, v in zip(xs, values, lrs, strict=True))
+        try:
+            with open(args.csv, "w", newline="") as f:
+                writer = csv.writer(f)
+                writer.writerow(["batch", "multiplier", "lr"])
+                writer.writerows((b, repr(v / base_lr), repr(v)) for b, v in zip(xs, lrs, strict=True))
+        except OSError as e:
+            raise UsageError(f"--csv {args.csv}: cannot write: {one_line(e)}") from None
         print(f"wrote {args.csv} ({len(xs)} rows)")
 
-    full = loading.summarize(kwargs, limit=280)
+    full = _summarize({k: v for k, v in block.items() if k != "name"}, limit=280)
     title = f"{name}: {full}" if full else f"{name} (defaults)"
-    subtitle = f"{lr_text}, max_duration={format_time(max_duration)}"
+    subtitle = f"{lr_text}, max_duration={clock.max_duration}"
     size = _render_png(
         args.out,
         xs,
         lrs,
-        [base_lr * v for v in time_values] if cuts else None,
-        bounds,
+        time_lrs,
+        marks,
         cuts,
         metrics,
-        getattr(scheduler, "monitor", "metric"),
+        getattr(getattr(schedule, "model", None), "monitor", "metric"),
         title,
         subtitle,
-        clock.tokens_per_batch if clock_note else None,
+        clock.tokens_per_batch,
         "learning rate" if lr is not None else "LR multiplier",
     )
     print(
@@ -240,56 +254,65 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _clock(cfg: dict, kwargs: dict, max_duration: Any, args: argparse.Namespace) -> tuple[Any, str]:
-    """Samples/tokens per batch and batches per epoch; a UsageError when a duration needs one that is unknown."""
-    from foundry_ext._schedule_eval import Clock, units_used
-    from foundry_ext.cli import _config_loading as loading
+def _check_name(name: str) -> None:
+    from foundry_ext.config.errors import ConfigError, did_you_mean
+    from foundry_ext.config.preflight import known_scheduler_names
 
-    units = units_used(kwargs) | {max_duration.unit.value}
-    spb = args.samples_per_batch or loading.samples_per_batch(cfg)
-    tpb, source = loading.tokens_per_batch(cfg)
-    if args.tokens_per_batch:
-        tpb, source = args.tokens_per_batch, "--tokens-per-batch"
-    if "ep" in units and not args.batches_per_epoch:
-        raise UsageError(
-            "--batches-per-epoch N is needed: max_duration or a scheduler duration is in 'ep', and how many batches "
-            "an epoch has depends on the dataset size, which the YAML does not say"
+    names = known_scheduler_names()
+    if name not in names:
+        raise ConfigError(
+            "scheduler.name",
+            f"{name!r} is not a registered scheduler{did_you_mean(str(name), names)}; "
+            "`foundry-ext schedulers` lists all",
         )
-    if "tok" in units and not tpb:
-        raise UsageError(
-            "--tokens-per-batch N is needed: a duration is in 'tok' and the YAML lacks global_train_batch_size or "
-            "max_seq_len (variables.max_seq_len / model.max_seq_len)"
-        )
-    if "sp" in units and not spb:
-        raise UsageError(
-            "--samples-per-batch N is needed: a duration is in 'sp' and the YAML lacks global_train_batch_size"
-        )
-    note = ""
-    if tpb:
-        assumed = "" if source == "--tokens-per-batch" else "; assumes every sequence is max_seq_len long"
-        note = f"1 batch = {spb or '?'} samples = {tpb} tokens ({source}{assumed})"
-    return Clock(spb, tpb, args.batches_per_epoch), note
 
 
-def _print_plateau(
-    scheduler: Any, metrics: list | None, cuts: list, skipped: int, ignored: int, base_lr: float
-) -> None:
-    rule = scheduler.rule
+def sample_batches(total: int, points: int, exact: Iterable[int] = ()) -> list[int]:
+    """About ``points`` evenly spaced batches in ``[0, total - 1]``, plus each of ``exact`` and its neighbours."""
+    last = total - 1
+    step = max(1, last // max(1, points - 1))
+    chosen = set(range(0, last + 1, step))
+    chosen.add(last)
+    for b in exact:
+        chosen.update(x for x in (b - 1, b, b + 1) if 0 <= x <= last)
+    return sorted(chosen)
+
+
+def _summarize(kwargs: dict[str, Any], limit: int = 110) -> str:
+    """The given scheduler parameters as ``k=v, ...`` (nested blocks as ``name(k=v)``), cut at ``limit``."""
+
+    def show(value: Any) -> str:
+        if isinstance(value, dict):
+            inner = {k: v for k, v in value.items() if k != "name"}
+            return f"{value.get('name', '')}({_summarize(inner, limit=10_000)})"
+        if isinstance(value, float):
+            return f"{value:g}"
+        if isinstance(value, (list, tuple)):
+            return "[" + ", ".join(show(v) for v in value) + "]"
+        return str(value)
+
+    text = ", ".join(f"{k}={show(v)}" for k, v in kwargs.items())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _print_plateau(schedule: Any, metrics: list | None, cuts: list, skipped: int, ignored: int, base_lr: float) -> None:
+    rule = schedule.rule
     print(
-        f"plateau: monitor {scheduler.monitor} ({rule.mode}), factor {rule.factor:g}, patience {rule.patience}, "
+        f"plateau: monitor {schedule.model.monitor} ({rule.mode}), factor {rule.factor:g}, patience {rule.patience}, "
         f"threshold {rule.threshold:g} ({rule.threshold_mode}), cooldown {rule.cooldown}"
     )
     if metrics is None:
         print("plateau: drawn without cuts (the time part base x warmup); pass --metrics FILE.csv to simulate cuts")
         return
     extra = f", {skipped} in warmup (not counted, as in training)" if skipped else ""
-    extra += f", {ignored} after max_duration ignored" if ignored else ""
+    extra += f", {ignored} at or after the end of the run ignored" if ignored else ""
     print(f"plateau: simulated {len(metrics)} evaluations{extra}: {len(cuts)} cut{'s' if len(cuts) != 1 else ''}")
     for c in cuts:
         cut = c.cut
         print(
-            f"  cut at batch {c.batch}: scale {cut.old_scale:g} -> {cut.new_scale:g} (lr {base_lr * cut.old_scale:.4g} "
-            f"-> {base_lr * cut.new_scale:.4g}); value {cut.value:.6g} vs best {cut.best:.6g}, "
+            f"  cut at the evaluation after batch {c.batch - 1} (timestamp {c.batch}), from batch {c.batch} on: scale "
+            f"{cut.old_scale:g} -> {cut.new_scale:g} (lr {base_lr * cut.old_scale:.4g} -> "
+            f"{base_lr * cut.new_scale:.4g}); value {cut.value:.6g} vs best {cut.best:.6g}, "
             f"{cut.evals_waited} evaluations without improvement"
         )
 
@@ -302,7 +325,7 @@ def text_chart(
     width: int = CHART_WIDTH,
     height: int = CHART_HEIGHT,
 ) -> list[str]:
-    """A ``width x height`` character chart of ``ys`` against batches ``xs``; boundaries marked ``|`` on the axis.
+    """A ``width x height`` character chart of ``ys`` against batches ``xs`` (``0 .. total - 1``); marks ``|``.
 
     Each column covers ``total / width`` batches and marks every row between the lowest and the highest value
     evaluated in it, so a cliff shows as a vertical stroke rather than a gap.
@@ -314,7 +337,7 @@ def text_chart(
         return 0 if span <= 0 else round((v - lo) / span * (height - 1))
 
     def column(batch: int) -> int:
-        return min(width - 1, batch * width // (total + 1))
+        return min(width - 1, batch * width // max(total, 1))
 
     cols: list[tuple[int, int] | None] = [None] * width
     for x, y in zip(xs, ys, strict=True):
@@ -336,7 +359,7 @@ def text_chart(
     for _, b in bounds:
         axis[column(b)] = "|"
     lines.append(f"{'':>{pad}} +{''.join(axis)}")
-    end = f"{total} batches"
+    end = f"batch {total - 1}"
     lines.append(f"{'':>{pad}}  0{end:>{width - 1}}")
     return lines
 
@@ -354,7 +377,7 @@ def _render_png(
     xs: Sequence[int],
     lrs: Sequence[float],
     time_lrs: Sequence[float] | None,
-    bounds: Sequence[tuple[str, int]],
+    marks: Sequence[Any],
     cuts: Sequence[Any],
     metrics: Sequence[tuple[int, float]] | None,
     monitor: str,
@@ -363,7 +386,7 @@ def _render_png(
     tokens_per_batch: int | None,
     ylabel: str,
 ) -> tuple[int, int]:
-    """Draw the schedule to ``path``; return the image size in pixels."""
+    """Draw the schedule to ``path``, each mark a labelled vertical line; return the image size in pixels."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -378,13 +401,33 @@ def _render_png(
         else:
             ax.plot(xs, lrs, color="tab:blue", linewidth=1.8, label="learning rate")
         colors = ["tab:green", "tab:orange", "tab:purple", "tab:brown", "tab:olive", "tab:cyan"]
-        for i, (label, batch) in enumerate(bounds):
-            ax.axvline(batch, color=colors[i % len(colors)], linestyle=":", linewidth=1.3, label=f"{label} ({batch})")
+        named = [m for m in marks if not m.label.startswith("cut ")]
+        for i, mark in enumerate(named[:12]):  # a legend entry per mark; beyond 12 (restarts, steps) lines only
+            ax.axvline(
+                mark.batch,
+                color=colors[i % len(colors)],
+                linestyle=":",
+                linewidth=1.3,
+                label=f"{mark.label} (batch {mark.batch})",
+            )
+        for mark in named[12:]:
+            ax.axvline(mark.batch, color="tab:gray", linestyle=":", linewidth=0.8)
+        if len(named) > 12:
+            ax.plot([], [], color="tab:gray", linestyle=":", label=f"... {len(named) - 12} more marks")
         if cuts:
             index = {b: i for i, b in enumerate(xs)}
             cx = [c.batch for c in cuts]
             cy = [lrs[index[b]] for b in cx]
             ax.scatter(cx, cy, color="tab:red", marker="v", s=60, zorder=5, label="simulated cut")
+            for i, c in enumerate(cuts):
+                ax.annotate(
+                    f"cut {i + 1}",
+                    (c.batch, lrs[index[c.batch]]),
+                    textcoords="offset points",
+                    xytext=(4, 6),
+                    fontsize=8,
+                    color="tab:red",
+                )
         if metrics:
             twin = ax.twinx()
             twin.plot([b for b, _ in metrics], [v for _, v in metrics], "o", color="tab:red", alpha=0.35, markersize=4)

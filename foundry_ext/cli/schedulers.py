@@ -1,83 +1,85 @@
-"""``foundry-ext schedulers``: every scheduler name llm-foundry can build here, who provides it, and its parameters."""
+"""``foundry-ext schedulers [NAME ...]``: every ``scheduler.name`` a train YAML can use here, and its keys.
+
+The listing comes from the typed config models (this package's schedulers and llm-foundry's built-ins) and from
+entry-point metadata (other installed plugins): no torch, Composer or llm-foundry import. With names, each key is
+shown with its type, default, range and description.
+"""
 
 from __future__ import annotations
 
 import argparse
-import inspect
 from typing import Any
 
-__all__ = ["add_arguments", "describe", "run"]
+__all__ = ["add_arguments", "run"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the optional ``NAME`` filters."""
-    parser.add_argument("names", nargs="*", metavar="NAME", help="only these scheduler names (default: all)")
-
-
-def describe(cls: Any) -> str:
-    """The constructor parameters of a scheduler class as ``a, b=1, c='x'``."""
-    if getattr(cls, "__name__", "") == "TorchLRScheduler":
-        return "type + torch kwargs (type: a torch.optim.lr_scheduler class name; then that class's arguments)"
-    target = cls.__init__ if isinstance(cls, type) else cls
-    for cell in getattr(target, "__closure__", None) or ():  # llm-foundry's @experimental_class wraps __init__
-        if inspect.isfunction(cell.cell_contents) and cell.cell_contents.__name__ == "__init__":
-            target = cell.cell_contents
-    try:
-        params = inspect.signature(target).parameters.values()
-    except (TypeError, ValueError):
-        return "(signature unavailable)"
-    shown = []
-    for p in params:
-        if p.name == "self":
-            continue
-        if p.kind is p.VAR_KEYWORD:
-            shown.append(f"**{p.name}")
-        elif p.kind is p.VAR_POSITIONAL:
-            shown.append(f"*{p.name}")
-        elif p.default is p.empty:
-            shown.append(p.name)
-        else:
-            shown.append(f"{p.name}={p.default!r}")
-    return ", ".join(shown) or "(no parameters)"
-
-
-def _providers() -> tuple[dict[str, str], dict[str, list[str]]]:
-    """Scheduler names registered through entry points -> distribution; top-level package -> distributions."""
-    from importlib.metadata import entry_points, packages_distributions
-
-    by_entry_point = {}
-    for ep in entry_points(group="llmfoundry_schedulers"):
-        by_entry_point[ep.name] = ep.dist.name if ep.dist is not None else "?"
-    return by_entry_point, packages_distributions()
+    parser.add_argument(
+        "names", nargs="*", metavar="NAME", help="show these schedulers' keys in full (default: list all)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print one block per registered scheduler."""
-    from llmfoundry import registry
-
+    """Print one block per scheduler name."""
     from foundry_ext.cli import UsageError
-    from foundry_ext.cli._config_loading import scheduler_spec
+    from foundry_ext.config.errors import did_you_mean
+    from foundry_ext.config.registry import SCHEDULE_MODELS, foreign_scheduler_names
 
-    registered = registry.schedulers.get_all()
+    foreign = foreign_scheduler_names()
+    names = sorted(set(SCHEDULE_MODELS) | set(foreign))
     for name in args.names:
-        if name not in registered:
-            scheduler_spec({"scheduler": {"name": name}})  # raises the UsageError with close names
-    by_entry_point, packages = _providers()
-    names = sorted(args.names or registered)
-    if not names:
-        raise UsageError("no schedulers are registered (is llm-foundry installed?)")
-    print(f"{len(names)} schedulers (scheduler.name in a train YAML):")
-    for name in names:
-        cls = registered[name]
-        module = getattr(cls, "__module__", "") or ""
-        dists = packages.get(module.split(".")[0], ["?"])
-        cls_dist = "/".join(sorted(set(dists)))
-        if name in by_entry_point:
-            origin = f"{by_entry_point[name]} (entry point)"
+        if name not in names:
+            raise UsageError(
+                f"{name!r} is not a registered scheduler{did_you_mean(name, names)}; known: {', '.join(names)}"
+            )
+    chosen = args.names or names
+    print(f"{len(chosen)} scheduler{'s' if len(chosen) != 1 else ''} (scheduler.name in a train YAML):")
+    for name in chosen:
+        print()
+        if name in foreign:
+            print(f"{name}\n  registered by: {foreign[name]} (entry point); its keys are that package's")
+            continue
+        model = SCHEDULE_MODELS[name]
+        origin = "foundry-ext (entry point)" if model.provider == "foundry-ext" else "llm-foundry (built in)"
+        print(name)
+        print(f"  what:          {model.summary}")
+        print(f"  registered by: {origin}; runs {model.adapter.replace(':', '.')}")
+        if args.names:
+            _keys_table(model)
         else:
-            origin = "llm-foundry (built in)"
-        qualname = f"{module}.{getattr(cls, '__qualname__', repr(cls))}"
-        print(f"\n{name}")
-        print(f"  registered by: {origin}; class {qualname} from {cls_dist}")
-        print(f"  parameters:    {describe(cls)}")
+            print(f"  keys:          {_keys_line(model)}")
     return 0
+
+
+def _keys_line(model: Any) -> str:
+    from foundry_ext.schedules.base import describe_keys
+
+    if model.name == "torch_lr_scheduler":
+        from foundry_ext.schedules.torch import TORCH_MODELS
+
+        return f"type ({', '.join(sorted(TORCH_MODELS))}) + that torch class's arguments"
+    parts = []
+    for row in describe_keys(model):
+        parts.append(row["key"] if row["required"] else f"{row['key']}={row['default']!r}")
+    return ", ".join(parts) or "(none)"
+
+
+def _keys_table(model: Any) -> None:
+    from foundry_ext.schedules.base import describe_keys
+
+    models = [model]
+    if model.name == "torch_lr_scheduler":
+        from foundry_ext.schedules.torch import TORCH_MODELS
+
+        print("  type:          the torch class; each takes the keys listed under it")
+        models = list(TORCH_MODELS.values())
+    for m in models:
+        if m is not model:
+            print(f"  {m.__name__}:")
+        for row in describe_keys(m):
+            if row["key"] == "type":
+                continue
+            default = "required" if row["required"] else f"default {row['default']!r}"
+            what = "; ".join(x for x in (default, row["allowed"]) if x)
+            print(f"    {row['key']:<16} {what}" + (f": {row['description']}" if row["description"] else ""))

@@ -1,29 +1,28 @@
-"""``foundry-ext validate CONFIG.yaml [key=value ...]``: build the scheduler and callbacks without a model.
+"""``foundry-ext validate CONFIG.yaml [key=value ...]``: every problem of a train YAML's schedule, at once.
 
-Loads the YAML as ``train.py`` does (:mod:`foundry_ext.cli._config_loading`), then builds what ``train()`` would
-build for the schedule: the scheduler through llm-foundry's registry, every ``callbacks:`` entry through
-``build_callback``, and calls the scheduler at batch 0 and at ``max_duration`` on a minimal ``State``, which runs
-the checks that need the run length (for example a WSD warmup and decay that overlap). It reports *every* problem,
-one per line, instead of stopping at the first.
+Loads the YAML as ``train.py`` does, then runs the pre-flight check (:mod:`foundry_ext.config.preflight`, the same
+code llm-foundry runs before it builds anything) and evaluates the schedule over the run (:mod:`foundry_ext.preview`,
+the LR of the first and the last batch), which runs the checks the Trainer makes when it first calls the scheduler.
+Every problem is one line naming its YAML field; a warmup longer than the run is reported too (it trains, but the LR
+never reaches its peak). Exit status 0 when there is none, 2 otherwise.
+
+It imports only what the config uses: nothing heavy for this package's schedulers and llm-foundry's callbacks,
+torch for ``torch_lr_scheduler``, Composer and llm-foundry for schedulers this package does not model.
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
-import difflib
+import math
 import sys
 from collections.abc import Mapping
 from typing import Any
 
-from foundry_ext._time import format_time
-from foundry_ext.cli import UsageError
-
-__all__ = ["add_arguments", "find_problems", "run"]
+__all__ = ["add_arguments", "run"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Declare the config, its overrides, and the clock options the first-call checks may need."""
+    """Declare the config, its overrides, and the clock options the run checks may need."""
     parser.add_argument("config", metavar="CONFIG.yaml", help="an llm-foundry train YAML")
     parser.add_argument(
         "overrides", nargs="*", metavar="key=value", help="overrides, as for train.py; put them right after CONFIG.yaml"
@@ -32,166 +31,110 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--batches-per-epoch",
         type=int,
         metavar="N",
-        help="batches in one epoch, to check schedules given in 'ep' (the YAML cannot say: it depends on the dataset)",
+        help="batches in one epoch, for durations in 'ep' (default: from the local MDS index of train_loader.dataset "
+        "and global_train_batch_size, when there is one)",
     )
     parser.add_argument("--tokens-per-batch", type=int, metavar="N", help="tokens per batch, for durations in 'tok'")
+    parser.add_argument("--samples-per-batch", type=int, metavar="N", help="samples per batch, for durations in 'sp'")
+    parser.add_argument(
+        "--world-size", type=int, default=1, metavar="N", help="ranks the run uses (batches per epoch depend on it)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     """Print ``OK: ...`` and return 0, or print every problem on its own line and return 2."""
-    from foundry_ext.cli._config_loading import load_train_config
+    from foundry_ext.cli import UsageError
+    from foundry_ext.config.errors import ConfigError
+    from foundry_ext.config.preflight import check_train_config
+    from foundry_ext.config.train_yaml import load_train_config
 
-    cfg = load_train_config(args.config, args.overrides)  # an unreadable file is the one problem worth stopping at
-    problems, notes, summary = find_problems(cfg, args.batches_per_epoch, args.tokens_per_batch)
-    for note in notes:
+    try:
+        cfg = load_train_config(args.config, args.overrides)  # an unreadable file is the one problem worth stopping at
+    except ConfigError as e:
+        raise UsageError(str(e)) from None
+    found = check_train_config(
+        cfg,
+        batches_per_epoch=args.batches_per_epoch,
+        samples_per_batch=args.samples_per_batch,
+        tokens_per_batch=args.tokens_per_batch,
+        world_size=args.world_size,
+    )
+    problems = [str(p) for p in found.errors]
+    warnings = [str(p) for p in found.warnings]
+    if not found.errors and isinstance(cfg.get("scheduler"), Mapping):
+        problems += _evaluate(cfg, found, warnings)
+    for note in found.notes:
         print(f"note: {note}")
-    if problems:
-        for problem in problems:
-            print(f"{args.config}: {problem}", file=sys.stderr)
-        print(f"FAILED: {len(problems)} problem{'s' if len(problems) != 1 else ''} in {args.config}")
+    for line in problems:
+        print(f"{args.config}: {line}", file=sys.stderr)
+    for line in dict.fromkeys(warnings):
+        print(f"{args.config}: warning: {line}", file=sys.stderr)
+    total = len(problems) + len(dict.fromkeys(warnings))
+    if total:
+        print(f"FAILED: {total} problem{'s' if total != 1 else ''} in {args.config}")
         return 2
-    print(f"OK: {summary}")
+    print(f"OK: {_summary(cfg, found)}")
     return 0
 
 
-def find_problems(
-    cfg: dict[str, Any], batches_per_epoch: int | None = None, tokens_per_batch: int | None = None
-) -> tuple[list[str], list[str], str]:
-    """Every problem of ``cfg``'s schedule and callbacks, notes about checks skipped, and the OK summary."""
-    from foundry_ext.cli import _config_loading as loading
+def _evaluate(cfg: dict[str, Any], found: Any, warnings: list[str]) -> list[str]:
+    """The LR of the first and the last batch, as the Trainer computes them: runs the scheduler's own checks."""
+    from foundry_ext.config.durations import UnknownBatchesPerEpoch
+    from foundry_ext.config.errors import ConfigError
+    from foundry_ext.config.train_yaml import one_line
+    from foundry_ext.preview import Preview, build_schedule
 
-    problems: list[str] = []
-    notes: list[str] = []
-
-    def attempt(fn: Any, *a: Any) -> Any:
-        try:
-            return fn(*a)
-        except UsageError as e:
-            problems.append(str(e))
-            return None
-
-    max_duration = attempt(loading.max_duration, cfg)
-    spec = attempt(loading.scheduler_spec, cfg)
-    scheduler = attempt(loading.build_scheduler, *spec) if spec else None
-    transformed = attempt(loading.apply_transforms, cfg) or cfg
-    callbacks = _build_callbacks(cfg.get("callbacks"), transformed, problems)
-    if scheduler is not None and max_duration is not None:
-        _first_calls(
-            scheduler, spec, cfg, max_duration, callbacks, batches_per_epoch, tokens_per_batch, problems, notes
-        )
-    if scheduler is not None:
-        _check_monitor(scheduler, cfg, problems)
-    summary = ""
-    if spec is not None and max_duration is not None:
-        name, kwargs = spec
-        n = len(callbacks)
-        summary = (
-            f"{name} ({loading.summarize(kwargs) or 'defaults'}), max_duration={format_time(max_duration)}, "
-            f"{n} callback{'s' if n != 1 else ''}"
-        )
-    return problems, notes, summary
-
-
-def _build_callbacks(block: Any, train_config: dict[str, Any], problems: list[str]) -> list[Any]:
-    """Build each ``callbacks:`` entry as ``train()`` does; one problem per failing entry."""
-    from llmfoundry import registry
-    from llmfoundry.utils.builders import build_callback
-
-    from foundry_ext.cli._config_loading import one_line
-
-    if block is None:
+    clock = found.clock
+    if clock is None:
         return []
-    if not isinstance(block, Mapping):
-        problems.append(f"callbacks: expected a mapping of callback name -> settings, got {type(block).__name__}")
-        return []
-    known = sorted(set(registry.callbacks.get_all()) | set(registry.callbacks_with_config.get_all()))
-    built = []
-    for name, kwargs in block.items():
-        field = f"callbacks.{name}"
-        if name not in known:
-            close = difflib.get_close_matches(str(name), known, n=3, cutoff=0.5)
-            hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-            problems.append(f"{field}: {name!r} is not a registered callback{hint}")
-            continue
-        if kwargs is not None and not isinstance(kwargs, Mapping):
-            problems.append(f"{field}: expected a mapping of settings (or {{}}), got {kwargs!r}")
-            continue
+    block = dict(cfg["scheduler"])
+    try:
+        total = clock.total_batches
+        schedule = build_schedule(block, clock)
+    except UnknownBatchesPerEpoch:
+        return []  # noted by the pre-flight check
+    except ConfigError as e:
+        return [str(p) for p in e.problems]
+    except Exception as e:  # a scheduler of another package failing to build: its own message
+        return [f"scheduler ({block.get('name')}): {type(e).__name__}: {one_line(e)}"]
+    warnings += [str(w) for w in getattr(schedule, "warnings", [])]
+    preview = Preview(schedule, clock)
+    problems = []
+    for batch in sorted({0, max(total - 1, 0)}):
         try:
-            built.append(build_callback(str(name), copy.deepcopy(dict(kwargs or {})), train_config=train_config))
-        except Exception as e:
-            message = one_line(e)
-            if not message.startswith(field):  # our ConfigErrors already name the field
-                message = f"{field}: {type(e).__name__}: {message}"
-            problems.append(message)
-    return built
-
-
-def _first_calls(
-    scheduler: Any,
-    spec: tuple[str, dict],
-    cfg: dict[str, Any],
-    max_duration: Any,
-    callbacks: list[Any],
-    batches_per_epoch: int | None,
-    tokens_per_batch: int | None,
-    problems: list[str],
-    notes: list[str],
-) -> None:
-    """Call the scheduler at batch 0 and at the end, as the Trainer would, to trigger its first-call checks."""
-    from foundry_ext._config import ConfigError
-    from foundry_ext._schedule_eval import Clock, ScheduleEvaluator, units_used
-    from foundry_ext.cli import _config_loading as loading
-
-    name, kwargs = spec
-    units = units_used(kwargs) | {max_duration.unit.value}
-    tpb = tokens_per_batch or loading.tokens_per_batch(cfg)[0]
-    spb = loading.samples_per_batch(cfg)
-    missing = [
-        why
-        for unit, have, why in (
-            ("ep", batches_per_epoch, "durations in 'ep' need --batches-per-epoch N"),
-            ("tok", tpb, "durations in 'tok' need global_train_batch_size and max_seq_len (or --tokens-per-batch N)"),
-            ("sp", spb, "durations in 'sp' need global_train_batch_size"),
-        )
-        if unit in units and not have
-    ]
-    if missing:
-        notes.append(f"skipped calling the scheduler over the run: {'; '.join(missing)}")
-        return
-    evaluator = ScheduleEvaluator(scheduler, max_duration, Clock(spb, tpb, batches_per_epoch))
-    evaluator.state.callbacks.extend(callbacks)  # the plateau scheduler adopts a listed adapter, as in training
-    for batch in (0, evaluator.total_batches):
-        try:
-            evaluator.at(batch)
+            value = preview.multiplier(batch)
         except ConfigError as e:
-            problems.append(loading.one_line(e))
-            return
+            return [str(p) for p in e.problems]
         except Exception as e:
-            problems.append(f"scheduler ({name}): fails at batch {batch}: {type(e).__name__}: {loading.one_line(e)}")
-            return
+            return [f"scheduler ({block.get('name')}): fails at batch {batch}: {type(e).__name__}: {one_line(e)}"]
+        if not math.isfinite(value) or value < 0:
+            problems.append(
+                f"scheduler: the LR multiplier of batch {batch} is {value!r}; expected a finite number >= 0"
+            )
+    return problems
 
 
-def _check_monitor(scheduler: Any, cfg: dict[str, Any], problems: list[str]) -> None:
-    """A plateau scheduler that monitors an eval metric needs an evaluator with that label."""
-    monitor = getattr(scheduler, "monitor", None)
-    if monitor is None or getattr(scheduler, "train_monitor", True):
-        return
-    loaders = cfg.get("eval_loader") or cfg.get("eval_loaders")
-    if not loaders and not cfg.get("icl_tasks"):
-        problems.append(
-            f"scheduler.monitor: {monitor!r} is an eval metric but the config has no eval_loader; add one, or "
-            "monitor a train loss: monitor: loss/train/total with check_interval: 100ba"
-        )
-        return
-    if cfg.get("icl_tasks") or not loaders:
-        return  # ICL labels come from the task files: not checked here
-    if isinstance(loaders, Mapping):
-        labels = ["eval"]
-    else:
-        labels = [f"eval/{loader.get('label')}" for loader in loaders if isinstance(loader, Mapping)]
-    label = monitor[len("metrics/") :].rpartition("/")[0]
-    if label not in labels:
-        problems.append(
-            f"scheduler.monitor: {monitor!r} names evaluator {label!r}, but the eval loaders are labelled "
-            f"{', '.join(repr(x) for x in labels)} (metrics/<label>/<metric>)"
-        )
+def _summary(cfg: dict[str, Any], found: Any) -> str:
+    block = dict(cfg["scheduler"])
+    name = block.pop("name")
+    params = ", ".join(f"{k}={_show(v)}" for k, v in block.items()) or "defaults"
+    callbacks = cfg.get("callbacks") or {}
+    n = len(callbacks)
+    clock = found.clock
+    length = f"max_duration={cfg.get('max_duration')}"
+    try:
+        length += f" = {clock.total_batches} batches" if clock and clock.max_duration.unit != "ba" else ""
+    except Exception:  # batches unknown (epochs without a dataset size): the note says so
+        pass
+    return f"{name} ({params}), {length}, {n} callback{'s' if n != 1 else ''}"
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, Mapping):
+        inner = ", ".join(f"{k}={_show(v)}" for k, v in value.items() if k != "name")
+        return f"{value.get('name', '')}({inner})"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_show(v) for v in value) + "]"
+    return str(value)

@@ -1,8 +1,22 @@
-"""ReduceLROnPlateau for Composer: a stateless scheduler plus the callback (adapter) that holds its state."""
+"""ReduceLROnPlateau for Composer: a stateless scheduler plus the callback (adapter) that holds its state.
 
-from foundry_ext.plateau.callback import ReduceLROnPlateauCallback
-from foundry_ext.plateau.rule import Cut, PlateauRule, PlateauState
-from foundry_ext.plateau.scheduler import DEFAULT_MONITOR, ReduceLROnPlateauScheduler
+``foundry_ext.plateau.rule`` (the decision rule) imports neither torch nor Composer; the scheduler and the callback
+are imported on first use (PEP 562), so the preview and the CLI can use the rule without them.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_EXPORTS = {
+    "DEFAULT_MONITOR": "foundry_ext.schedules.plateau",
+    "Cut": "foundry_ext.plateau.rule",
+    "PlateauRule": "foundry_ext.plateau.rule",
+    "PlateauState": "foundry_ext.plateau.rule",
+    "ReduceLROnPlateauCallback": "foundry_ext.plateau.callback",
+    "ReduceLROnPlateauScheduler": "foundry_ext.plateau.scheduler",
+}
 
 __all__ = [
     "DEFAULT_MONITOR",
@@ -12,3 +26,18 @@ __all__ = [
     "ReduceLROnPlateauCallback",
     "ReduceLROnPlateauScheduler",
 ]
+
+if TYPE_CHECKING:
+    from foundry_ext.plateau.callback import ReduceLROnPlateauCallback
+    from foundry_ext.plateau.rule import Cut, PlateauRule, PlateauState
+    from foundry_ext.plateau.scheduler import ReduceLROnPlateauScheduler
+    from foundry_ext.schedules.plateau import DEFAULT_MONITOR
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'foundry_ext.plateau' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

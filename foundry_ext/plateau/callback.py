@@ -12,7 +12,9 @@ from composer.core import Callback, State
 from composer.loggers import Logger
 from composer.utils import dist
 
-from foundry_ext._config import ConfigError, ValidatedMeta
+from foundry_ext.config.base import build
+from foundry_ext.config.errors import ConfigError
+from foundry_ext.config.registry import PlateauCallbackKeys
 from foundry_ext.plateau.rule import Cut, PlateauState
 
 if TYPE_CHECKING:
@@ -25,7 +27,7 @@ log = logging.getLogger(__name__)
 _CALLBACK_FIELD = "callbacks.reduce_lr_on_plateau"
 
 
-class ReduceLROnPlateauCallback(Callback, metaclass=ValidatedMeta):
+class ReduceLROnPlateauCallback(Callback):
     """Reads the monitored metric after evaluation and updates the plateau scale of its scheduler.
 
     All the mutable plateau state lives here (:class:`PlateauState`) and is saved in Composer checkpoints under this
@@ -39,11 +41,8 @@ class ReduceLROnPlateauCallback(Callback, metaclass=ValidatedMeta):
     per training batch), and the update is a deterministic function of it.
     """
 
-    _yaml_prefix = _CALLBACK_FIELD
-    _fields: dict[str, Any] = {}  # noqa: RUF012 - read by ValidatedMeta
-    _no_keys_hint = "the callback takes no keys: configure the plateau under scheduler: (name: reduce_lr_on_plateau)"
-
-    def __init__(self) -> None:
+    def __init__(self, **kwargs: Any) -> None:
+        build(PlateauCallbackKeys, kwargs, _CALLBACK_FIELD)  # takes no keys: one line naming each one given
         self.plateau = PlateauState()
         self.scheduler: ReduceLROnPlateauScheduler | None = None
         self._restored = False

@@ -1,6 +1,24 @@
-"""Stateless Composer schedulers: pure functions of ``state.timestamp``, one family per module."""
+"""The ComposerSchedulers that llm-foundry builds (through the ``llmfoundry_schedulers`` entry points).
 
-from foundry_ext.schedulers.composer import COMPOSER_SCHEDULERS
-from foundry_ext.schedulers.wsd import WarmupStableDecayScheduler
+Each one validates its keys with its model (:mod:`foundry_ext.schedules`) and is a pure function of
+``state.timestamp``. Importing a module here imports Composer.
+"""
 
-__all__ = ["COMPOSER_SCHEDULERS", "WarmupStableDecayScheduler"]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "COMPOSER_SCHEDULERS": "foundry_ext.schedulers.composer",
+    "TorchLRScheduler": "foundry_ext.schedulers.torch_lr",
+    "WarmupStableDecayScheduler": "foundry_ext.schedulers.wsd",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'foundry_ext.schedulers' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

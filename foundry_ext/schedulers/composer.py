@@ -1,8 +1,9 @@
 """Composer's built-in schedules under llm-foundry names, with validated configs.
 
-Each class subclasses Composer's own and adds nothing but validation, so the behaviour is Composer's exactly.
-Validation also parses time strings once, at build time, which makes each call cheaper than Composer's own
-(Composer re-parses a string duration on every call).
+Each class subclasses Composer's own and adds validation (:mod:`foundry_ext.schedules.composer`), so the behaviour is
+Composer's exactly. Durations are parsed once at build time, which makes each call cheaper than Composer's own
+(Composer re-parses a string duration on every call), and the first call runs the checks that need the run
+(Composer's own, plus a warning for a warmup longer than the run).
 
 ==========================  ==================================================
 ``scheduler.name``          Composer class
@@ -25,8 +26,14 @@ from __future__ import annotations
 from typing import Any
 
 from composer import optim
+from composer.core import State
 
-from foundry_ext._config import ConfigError, ValidatedMeta, duration, flag, number
+from foundry_ext.config.base import build
+from foundry_ext.config.durations import Duration
+from foundry_ext.config.errors import current_path
+from foundry_ext.schedulers.base import RunResolver
+from foundry_ext.schedules.base import ScheduleModel
+from foundry_ext.schedules.composer import COMPOSER_MODELS
 
 __all__ = [
     "COMPOSER_SCHEDULERS",
@@ -43,68 +50,68 @@ __all__ = [
 ]
 
 
-def _milestones(field: str, value: Any) -> list:
-    if not isinstance(value, (list, tuple)) or not value:
-        raise ConfigError(field, f"{value!r} is not a list of durations; expected e.g. ['1000ba', '2000ba']")
-    check = duration()
-    return [check(f"{field}[{i}]", v) for i, v in enumerate(value)]
+def _composer_value(value: Any) -> Any:
+    if isinstance(value, Duration):
+        return value.to_time()
+    if isinstance(value, list):
+        return [_composer_value(v) for v in value]
+    return value
 
 
-_FIELDS: dict[str, Any] = {
-    "t_warmup": duration(),
-    "t_max": duration(allow_zero=False),
-    "t_0": duration(allow_zero=False),
-    "step_size": duration(allow_zero=False),
-    "decay_period": duration(allow_zero=False),
-    "milestones": _milestones,
-    "gamma": number(lo=0.0, lo_open=True),
-    "alpha": number(lo=0.0),
-    "alpha_i": number(lo=0.0),
-    "alpha_f": number(lo=0.0),
-    "power": number(lo=0.0, lo_open=True),
-    "t_mult": number(lo=1.0),
-    "scale_warmup": flag,
-}
+def _wrap(base: type, model: type[ScheduleModel]) -> type:
+    """Subclass a Composer scheduler: validate the keys with ``model``, check the run at the first call."""
 
+    def __init__(self: Any, **kwargs: Any) -> None:
+        self.path = current_path()
+        self.config = build(model, kwargs, self.path)
+        self.resolve = RunResolver(self.config, self.path)
+        base.__init__(self, **{k: _composer_value(getattr(self.config, k)) for k in type(self.config).model_fields})
 
-def _wrap(base: type, name: str) -> type:
-    """Subclass a Composer scheduler, adding config validation and nothing else."""
-    cls = ValidatedMeta(
+    def __call__(self: Any, state: State, ssr: float = 1.0) -> float:
+        self.resolve(state, ssr)  # memoised: the run checks and warnings, once per run
+        return base.__call__(self, state, ssr)
+
+    return type(
         base.__name__,
         (base,),
         {
             "__module__": __name__,
             "__qualname__": base.__name__,
-            "__doc__": f"Composer's :class:`~composer.optim.{base.__name__}`, as ``scheduler.name: {name}``.\n\n"
+            "__doc__": f"Composer's :class:`~composer.optim.{base.__name__}`, as ``scheduler.name: {model.name}``.\n\n"
             + (base.__doc__ or ""),
-            "_yaml_prefix": "scheduler",
-            "_fields": _FIELDS,
+            "__init__": __init__,
+            "__call__": __call__,
+            "Config": model,
         },
     )
-    return cls
 
 
-StepScheduler = _wrap(optim.StepScheduler, "step")
-MultiStepScheduler = _wrap(optim.MultiStepScheduler, "multistep")
-MultiStepWithWarmupScheduler = _wrap(optim.MultiStepWithWarmupScheduler, "multistep_with_warmup")
-ConstantScheduler = _wrap(optim.ConstantScheduler, "constant")
-LinearScheduler = _wrap(optim.LinearScheduler, "linear")
-ExponentialScheduler = _wrap(optim.ExponentialScheduler, "exponential")
-CosineAnnealingScheduler = _wrap(optim.CosineAnnealingScheduler, "cosine")
-CosineAnnealingWarmRestartsScheduler = _wrap(optim.CosineAnnealingWarmRestartsScheduler, "cosine_with_restarts")
-PolynomialScheduler = _wrap(optim.PolynomialScheduler, "polynomial")
-PolynomialWithWarmupScheduler = _wrap(optim.PolynomialWithWarmupScheduler, "polynomial_with_warmup")
+StepScheduler = _wrap(optim.StepScheduler, COMPOSER_MODELS["step"])
+MultiStepScheduler = _wrap(optim.MultiStepScheduler, COMPOSER_MODELS["multistep"])
+MultiStepWithWarmupScheduler = _wrap(optim.MultiStepWithWarmupScheduler, COMPOSER_MODELS["multistep_with_warmup"])
+ConstantScheduler = _wrap(optim.ConstantScheduler, COMPOSER_MODELS["constant"])
+LinearScheduler = _wrap(optim.LinearScheduler, COMPOSER_MODELS["linear"])
+ExponentialScheduler = _wrap(optim.ExponentialScheduler, COMPOSER_MODELS["exponential"])
+CosineAnnealingScheduler = _wrap(optim.CosineAnnealingScheduler, COMPOSER_MODELS["cosine"])
+CosineAnnealingWarmRestartsScheduler = _wrap(
+    optim.CosineAnnealingWarmRestartsScheduler, COMPOSER_MODELS["cosine_with_restarts"]
+)
+PolynomialScheduler = _wrap(optim.PolynomialScheduler, COMPOSER_MODELS["polynomial"])
+PolynomialWithWarmupScheduler = _wrap(optim.PolynomialWithWarmupScheduler, COMPOSER_MODELS["polynomial_with_warmup"])
 
 #: ``scheduler.name`` -> (our class, Composer's class).
 COMPOSER_SCHEDULERS: dict[str, tuple[type, type]] = {
-    "step": (StepScheduler, optim.StepScheduler),
-    "multistep": (MultiStepScheduler, optim.MultiStepScheduler),
-    "multistep_with_warmup": (MultiStepWithWarmupScheduler, optim.MultiStepWithWarmupScheduler),
-    "constant": (ConstantScheduler, optim.ConstantScheduler),
-    "linear": (LinearScheduler, optim.LinearScheduler),
-    "exponential": (ExponentialScheduler, optim.ExponentialScheduler),
-    "cosine": (CosineAnnealingScheduler, optim.CosineAnnealingScheduler),
-    "cosine_with_restarts": (CosineAnnealingWarmRestartsScheduler, optim.CosineAnnealingWarmRestartsScheduler),
-    "polynomial": (PolynomialScheduler, optim.PolynomialScheduler),
-    "polynomial_with_warmup": (PolynomialWithWarmupScheduler, optim.PolynomialWithWarmupScheduler),
+    name: (cls, cls.__mro__[1])
+    for name, cls in {
+        "step": StepScheduler,
+        "multistep": MultiStepScheduler,
+        "multistep_with_warmup": MultiStepWithWarmupScheduler,
+        "constant": ConstantScheduler,
+        "linear": LinearScheduler,
+        "exponential": ExponentialScheduler,
+        "cosine": CosineAnnealingScheduler,
+        "cosine_with_restarts": CosineAnnealingWarmRestartsScheduler,
+        "polynomial": PolynomialScheduler,
+        "polynomial_with_warmup": PolynomialWithWarmupScheduler,
+    }.items()
 }

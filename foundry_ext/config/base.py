@@ -1,0 +1,342 @@
+"""The typed-config base: pydantic models whose fields are the YAML keys, and their errors as one line each.
+
+Every scheduler and callback of this package declares its keys once, as a :class:`ConfigModel` subclass: names,
+types, defaults, ranges and a one-line description per field. From that one declaration come the validation
+(:func:`build`), the defaults, the key tables of ``docs/schedulers.md`` (checked by a test), ``foundry-ext schema``
+and ``foundry-ext schedulers``. Models are strict (``'10'`` is not an integer, ``1`` is not a boolean), refuse
+unknown keys and non-finite numbers, and import neither torch nor Composer.
+"""
+
+from __future__ import annotations
+
+import math
+import types
+import typing
+from collections.abc import Iterable, Mapping
+from typing import Annotated, Any, ClassVar, Literal, TypeVar, get_args, get_origin
+
+import annotated_types
+from pydantic import BaseModel, ConfigDict, PlainSerializer, PlainValidator, ValidationError, WithJsonSchema
+from pydantic_core import PydanticCustomError
+
+from foundry_ext.config.durations import EXAMPLES, Duration, DurationError
+from foundry_ext.config.errors import ConfigError, Problem, did_you_mean, join_path
+
+__all__ = [
+    "ConfigModel",
+    "NonNegativeDuration",
+    "PositiveDuration",
+    "allowed_text",
+    "build",
+    "problems_of",
+]
+
+M = TypeVar("M", bound="ConfigModel")
+
+
+class ConfigModel(BaseModel):
+    """Base of every config model: strict types, no unknown keys, finite numbers, immutable once validated."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        allow_inf_nan=False,
+        frozen=True,
+        arbitrary_types_allowed=True,
+        validate_default=False,
+        use_attribute_docstrings=False,
+    )
+
+    #: Durations that ``scale_schedule_ratio`` does not scale (e.g. a warmup unless ``scale_warmup``).
+    unscaled_fields: ClassVar[tuple[str, ...]] = ()
+
+    def durations(self) -> dict[str, Duration]:
+        """Every duration that is set, by field name (``milestones[0]`` for the items of a list)."""
+        found: dict[str, Duration] = {}
+        for name in type(self).model_fields:
+            value = getattr(self, name)
+            if isinstance(value, Duration):
+                found[name] = value
+            elif isinstance(value, list):
+                found.update({f"{name}[{i}]": v for i, v in enumerate(value) if isinstance(v, Duration)})
+        return found
+
+    def kwargs(self) -> dict[str, Any]:
+        """The fields as keyword arguments, durations as strings (what a YAML block holds)."""
+        return self.model_dump(mode="json")
+
+
+# -- durations ---------------------------------------------------------------------------------------------------
+
+# Units case-insensitive, as Composer's parser; numbers checked loosely (validate checks whole numbers).
+_UNIT = "([bB][aA]|[eE][pP]|[sS][pP]|[tT][oO][kK]|[dD][uU][rR])"
+DURATION_PATTERN = r"^\s*[0-9]*\.?[0-9]+([eE][+-]?[0-9]+)?\s*" + _UNIT + r"\s*$"
+
+
+def _duration_validator(minimum: Literal["zero", "positive"]) -> Any:
+    def check(value: Any) -> Duration:
+        try:
+            duration = Duration.of(value)
+        except DurationError as e:
+            raise PydanticCustomError("duration", str(e)) from None
+        if duration.value < 0 or (minimum == "positive" and duration.value == 0):
+            shown = repr(value) if isinstance(value, str) else f"'{duration}'"
+            raise PydanticCustomError("duration", f"{shown} must be {'>= 0' if minimum == 'zero' else '> 0'}")
+        return duration
+
+    return check
+
+
+def _duration_type(minimum: Literal["zero", "positive"]) -> Any:
+    description = "a Composer duration" + (" > 0" if minimum == "positive" else " >= 0")
+    return Annotated[
+        Duration,
+        PlainValidator(_duration_validator(minimum)),
+        PlainSerializer(str, return_type=str),
+        WithJsonSchema(
+            {"type": "string", "pattern": DURATION_PATTERN, "examples": ["100ba", "0.1dur", "2000000tok"]},
+            mode="validation",
+        ),
+        annotated_types.doc(description),
+    ]
+
+
+#: A duration >= 0 (``'0ba'`` allowed), e.g. a warmup.
+NonNegativeDuration = _duration_type("zero")
+#: A duration > 0, e.g. ``t_max``.
+PositiveDuration = _duration_type("positive")
+
+
+# -- building ----------------------------------------------------------------------------------------------------
+
+
+def build(model: type[M], kwargs: Mapping[str, Any], path: str = "scheduler") -> M:
+    """Validate ``kwargs`` as ``model``; raise :class:`ConfigError` with every problem, each naming its YAML path."""
+    try:
+        return model.model_validate(dict(kwargs))
+    except ValidationError as e:
+        raise ConfigError(problems_of(e, model, path)) from None
+
+
+def problems_of(error: ValidationError, model: type[BaseModel], path: str) -> list[Problem]:
+    """One :class:`Problem` per pydantic error, ``<path>.<key>: <problem>; <what is allowed>``."""
+    problems: list[Problem] = []
+    for e in error.errors(include_url=False):
+        loc, field_model, annotation, info = _locate(model, e["loc"])
+        ctx = e.get("ctx") or {}
+        cause = ctx.get("error")
+        if isinstance(cause, ConfigError):  # a cross-field check names its own (relative) fields
+            problems += [
+                Problem(join_path(join_path(path, loc), [p.field] if p.field else []), p.message)
+                for p in cause.problems
+            ]
+            continue
+        if e["type"] in ("union_tag_invalid", "union_tag_not_found"):  # the problem is the tag key itself
+            loc = [*loc, str(ctx.get("discriminator", "type")).strip("'")]
+        problems.append(Problem(join_path(path, loc), _message(e, field_model, annotation, info, loc)))
+    return problems
+
+
+def _locate(model: type[BaseModel], raw_loc: Iterable[Any]) -> tuple[list[Any], type[BaseModel] | None, Any, Any]:
+    """Walk ``raw_loc`` through the model's fields.
+
+    Returns:
+        The YAML location (union tags dropped), the innermost model, and the annotation and FieldInfo of the last
+        field reached.
+    """
+    loc: list[Any] = []
+    current: Any = model
+    annotation: Any = model
+    info: Any = None
+    owner: type[BaseModel] | None = model
+    for part in raw_loc:
+        if isinstance(part, int):
+            loc.append(part)
+            annotation = _item(annotation)
+            current = _model_in(annotation)
+            if current is not None:
+                owner = current
+            continue
+        if isinstance(current, type) and issubclass(current, BaseModel) and part in current.model_fields:
+            owner = current
+            info = current.model_fields[part]
+            annotation = info.annotation
+            loc.append(part)
+            current = _model_in(annotation)
+            continue
+        # a discriminated union's tag (the class name) or a function-validator label: not a YAML key
+        tagged = _union_member(annotation, part)
+        if tagged is not None:
+            current = owner = tagged
+            annotation = tagged
+            continue
+        if part in ("function-plain", "function-after", "function-before", "function-wrap", "list", "dict"):
+            continue
+        loc.append(part)
+    return loc, owner, annotation, info
+
+
+def _strip(annotation: Any) -> Any:
+    while get_origin(annotation) is Annotated:
+        annotation = get_args(annotation)[0]
+    return annotation
+
+
+def _item(annotation: Any) -> Any:
+    annotation = _strip(annotation)
+    if get_origin(annotation) in (typing.Union, types.UnionType):
+        for arg in get_args(annotation):
+            if get_origin(_strip(arg)) in (list, tuple):
+                return _item(arg)
+        return annotation
+    args = get_args(annotation)
+    return args[0] if get_origin(annotation) in (list, tuple) and args else annotation
+
+
+def _model_in(annotation: Any) -> Any:
+    annotation = _strip(annotation)
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return None
+
+
+def _union_member(annotation: Any, tag: Any) -> type[BaseModel] | None:
+    for arg in get_args(_strip(annotation)):
+        arg = _strip(arg)
+        if isinstance(arg, type) and issubclass(arg, BaseModel) and arg.__name__ == tag:
+            return arg
+        member = _union_member(arg, tag)
+        if member is not None:
+            return member
+    return None
+
+
+_KINDS = {
+    "float_type": "a number",
+    "int_type": "an integer",
+    "bool_type": "a boolean",
+    "string_type": "a string",
+    "list_type": "a list",
+    "tuple_type": "a list",
+    "dict_type": "a mapping",
+    "model_type": "a mapping",
+    "model_attributes_type": "a mapping",
+    "literal_error": "allowed",
+}
+_RANGES = ("greater_than", "greater_than_equal", "less_than", "less_than_equal", "too_short", "too_long")
+
+
+def _message(e: Any, model: type[BaseModel] | None, annotation: Any, info: Any, loc: list[Any]) -> str:
+    kind, value = e["type"], e.get("input")
+    allowed = allowed_text(annotation, info)
+    tail = f"; {allowed}" if allowed else ""
+    owner = getattr(model, "key_owner", None)
+    of = f" by {owner}" if owner else ""
+    if kind == "missing":
+        return f"is required{of}{tail}"
+    if kind == "extra_forbidden":
+        hidden = getattr(model, "hidden_keys", ())
+        keys = [k for k in model.model_fields if k not in hidden] if model is not None else []
+        name = str(loc[-1]) if loc else ""
+        reserved = getattr(model, "reserved_keys", {})
+        if name in reserved:
+            return f"cannot be set: {reserved[name]}"
+        shown = f"allowed keys: {', '.join(keys)}" if keys else getattr(model, "no_keys_hint", "takes no keys")
+        return f"unknown key{' for ' + owner if owner else ''}{did_you_mean(name, keys)}; {shown}"
+    if kind == "literal_error":
+        options = [str(o) for o in _literal_options(annotation)]
+        hint = did_you_mean(value, options) if isinstance(value, str) else ""
+        return f"{value!r} is not allowed{hint}; allowed: {', '.join(options)}"
+    if kind == "union_tag_invalid":
+        tags = [t.strip(" '") for t in str((e.get("ctx") or {}).get("expected_tags", "")).split(",")]
+        tag = (e.get("ctx") or {}).get("tag")
+        hint = getattr(model, "tag_hint", lambda _: None)(tag)
+        if hint:
+            return hint
+        return f"{tag!r} is not allowed{did_you_mean(str(tag), tags)}; allowed: {', '.join(tags)}"
+    if kind == "union_tag_not_found":
+        return "is required (the type of this entry)"
+    if kind in _RANGES:
+        return f"{value!r} is out of range{tail}"
+    if kind == "finite_number":
+        return f"{value!r} is not a finite number{tail}"
+    if kind in _KINDS:
+        return f"{value!r} ({type(value).__name__}) is not {_KINDS[kind]}{tail}"
+    message = e["msg"]
+    return message.removeprefix("Value error, ")
+
+
+def _literal_options(annotation: Any) -> list[Any]:
+    annotation = _strip(annotation)
+    if get_origin(annotation) is Literal:
+        return list(get_args(annotation))
+    for arg in get_args(annotation):
+        options = _literal_options(arg)
+        if options:
+            return options
+    return []
+
+
+def allowed_text(annotation: Any, info: Any = None) -> str:
+    """What a field allows, in words: ``expected a number in (0, 1]``, ``allowed: linear, sqrt``, ..."""
+    base = _strip(annotation)
+    metadata = list(getattr(info, "metadata", []) or [])
+    if get_origin(annotation) is Annotated:
+        metadata += list(get_args(annotation)[1:])
+    options = _literal_options(annotation)
+    if options:
+        return f"allowed: {', '.join(str(o) for o in options)}"
+    if get_origin(base) in (typing.Union, types.UnionType):
+        members = [a for a in get_args(base) if a is not type(None)]
+        texts = [allowed_text(a).removeprefix("expected ") for a in members]
+        text = " or ".join(t for t in texts if t)
+        if type(None) in get_args(base):
+            text += " or null (none)"
+        return f"expected {text}" if text else ""
+    for m in metadata:
+        if isinstance(m, annotated_types.DocInfo) and "duration" in m.documentation:
+            return f"expected {m.documentation}, e.g. {EXAMPLES}"
+    if base is bool:
+        return "expected true or false"
+    if base in (int, float):
+        return f"expected {'an integer' if base is int else 'a number'}{_interval(metadata)}"
+    if get_origin(base) in (list, tuple):
+        args = get_args(base)
+        inner = allowed_text(args[0]).removeprefix("expected ") if args else ""
+        return f"expected a list{' of ' + _plural(inner) if inner else ''}"
+    if base is str:
+        return "expected a string"
+    return ""
+
+
+def _plural(text: str) -> str:
+    for a, b in (("a number", "numbers"), ("an integer", "integers"), ("a Composer duration", "Composer durations")):
+        if text.startswith(a):
+            return b + text[len(a) :]
+    return text
+
+
+def _interval(metadata: list[Any]) -> str:
+    lo = hi = None
+    lo_open = hi_open = False
+    for m in metadata:
+        if isinstance(m, annotated_types.Gt):
+            lo, lo_open = m.gt, True
+        elif isinstance(m, annotated_types.Ge):
+            lo, lo_open = m.ge, False
+        elif isinstance(m, annotated_types.Lt):
+            hi, hi_open = m.lt, True
+        elif isinstance(m, annotated_types.Le):
+            hi, hi_open = m.le, False
+    if lo is not None and hi is not None:
+        return f" in {'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
+    if lo is not None:
+        return f" {'>' if lo_open else '>='} {lo:g}"
+    if hi is not None:
+        return f" {'<' if hi_open else '<='} {hi:g}"
+    return ""
+
+
+def is_finite_number(value: Any) -> bool:
+    """A real number (not a bool) that is finite."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

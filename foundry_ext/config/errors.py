@@ -1,0 +1,90 @@
+"""Config errors: one line per problem, ``<yaml.path>: <problem>; <what is allowed>``.
+
+llm-foundry builds a scheduler with ``cls(**scheduler_config)`` and a callback with ``cls(**kwargs)``. Without this,
+a typo or a bad value would surface as a Python error that names neither the YAML field nor the fix, sometimes hours
+into a run. Every config of this package is a pydantic model (:mod:`foundry_ext.config.base`); its validation errors
+are turned into :class:`Problem` lines here, all of them at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import difflib
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+__all__ = ["ConfigError", "Problem", "current_path", "did_you_mean", "join_path", "yaml_path"]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One config problem: the YAML path of the field and what is wrong with it (and what is allowed)."""
+
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}" if self.field else self.message
+
+
+class ConfigError(ValueError):
+    """A config is wrong. ``str(error)`` is one line per problem: ``<yaml.field>: <problem>; <what is allowed>``.
+
+    Args:
+        field (str | Iterable[Problem]): The YAML path of the field (``scheduler.t_decay``), or the problems.
+        message (str, optional): What is wrong, when ``field`` is a path.
+    """
+
+    def __init__(self, field: str | Iterable[Problem], message: str | None = None) -> None:
+        if isinstance(field, str):
+            problems = [Problem(field, message or "")]
+        else:
+            problems = list(field)
+        if not problems:
+            raise ValueError("ConfigError needs at least one problem")
+        self.problems: list[Problem] = problems
+        self.field = problems[0].field
+        super().__init__("\n".join(str(p) for p in problems))
+
+
+def did_you_mean(word: str, options: Sequence[str]) -> str:
+    """Return ``" (did you mean 'x'?)"`` for the closest option, or ``""`` when none is close.
+
+    A case-insensitive exact match wins (``steplr`` -> ``StepLR``), since difflib is case-sensitive.
+    """
+    same = [o for o in options if o.lower() == word.lower()]
+    close = same or difflib.get_close_matches(word, list(options), n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def join_path(prefix: str, loc: Iterable[str | int]) -> str:
+    """``("schedulers", 1, "T_max")`` under ``scheduler`` -> ``scheduler.schedulers[1].T_max``."""
+    path = prefix
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        else:
+            path = f"{path}.{part}" if path else str(part)
+    return path
+
+
+# The YAML path of the block being built: ``scheduler`` for the top-level scheduler, ``scheduler.base`` while the
+# plateau scheduler builds its base. llm-foundry builds schedulers with ``cls(**kwargs)``, so the path cannot be an
+# argument.
+_PATH: contextvars.ContextVar[str | None] = contextvars.ContextVar("foundry_ext_yaml_path", default=None)
+
+
+@contextlib.contextmanager
+def yaml_path(path: str) -> Iterator[None]:
+    """Blocks built inside this ``with`` name their fields ``<path>.<key>`` in errors."""
+    token = _PATH.set(path)
+    try:
+        yield
+    finally:
+        _PATH.reset(token)
+
+
+def current_path(default: str = "scheduler") -> str:
+    """The YAML path set by :func:`yaml_path`, or ``default``."""
+    return _PATH.get() or default

@@ -1,0 +1,295 @@
+"""Everything about a train YAML's schedule that can be checked before a model is built, in one pass.
+
+Used by ``foundry-ext validate`` and, during training, by llm-foundry itself: :func:`preflight_transform` is registered
+in the ``llmfoundry_config_transforms`` entry-point group, so llm-foundry runs it on the resolved config before it
+builds the tokenizer, the model or the data. It checks:
+
+* the ``scheduler`` block: its name, every key of every scheduler this package models (its own, Composer's by name,
+  llm-foundry's four built-ins), nested blocks (``base``, torch children) included;
+* what needs the run length: units that cannot be converted, warmup and decay that overlap, Composer's ``t_max``
+  rule, OneCycleLR's ``total_steps``, and a warmup longer than the run (a warning: the run still trains);
+* the ``callbacks`` block: this package's callbacks' keys, llm-foundry's built-in callbacks' key names, a plateau
+  callback listed without the plateau scheduler;
+* a ``reduce_lr_on_plateau`` monitor: its evaluator label against the eval loaders, its metric against what the
+  configured llm-foundry model family reports.
+
+Nothing here imports torch or Composer. It never rejects what it does not know (other plugins' schedulers and
+callbacks, models of other families): those are left to llm-foundry.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from foundry_ext.config.base import build
+from foundry_ext.config.durations import UnknownBatchesPerEpoch
+from foundry_ext.config.errors import ConfigError, Problem, did_you_mean
+from foundry_ext.config.notices import warn_once
+from foundry_ext.config.registry import (
+    CALLBACK_MODELS,
+    FOUNDRY_CALLBACKS,
+    SCHEDULE_MODELS,
+    foreign_callback_names,
+    foreign_scheduler_names,
+    validate_block,
+)
+from foundry_ext.config.train_yaml import RunClock, run_clock
+from foundry_ext.schedules.base import ScheduleModel, run_check
+
+__all__ = ["EVAL_METRICS", "Findings", "check_train_config", "preflight_transform"]
+
+# llm-foundry 0.22: metric registry name -> the class name Composer logs (metrics/<label>/<ClassName>).
+_METRIC_CLASSES = {
+    "language_cross_entropy": "LanguageCrossEntropy",
+    "language_perplexity": "LanguagePerplexity",
+    "token_accuracy": "TokenAccuracy",
+    "lm_accuracy": "InContextLearningLMAccuracy",
+    "lm_expected_calibration_error": "InContextLearningLMExpectedCalibrationError",
+    "mc_expected_calibration_error": "InContextLearningMCExpectedCalibrationError",
+    "mc_accuracy": "InContextLearningMultipleChoiceAccuracy",
+    "qa_accuracy": "InContextLearningGenerationExactMatchAccuracy",
+    "masked_accuracy": "MaskedAccuracy",
+}
+_CAUSAL_LM = (
+    "language_cross_entropy", "language_perplexity", "token_accuracy", "lm_accuracy", "lm_expected_calibration_error",
+    "mc_expected_calibration_error", "mc_accuracy", "qa_accuracy",
+)  # fmt: skip
+#: Model family (``model.name``) -> the eval metrics its evaluators report by default (registry names); checked
+#: against real llm-foundry models by ``tests/test_preflight.py``.
+EVAL_METRICS: dict[str, tuple[str, ...]] = {
+    "mpt_causal_lm": _CAUSAL_LM,
+    "hf_causal_lm": _CAUSAL_LM,
+    "hf_t5": ("language_cross_entropy", "masked_accuracy"),
+}
+
+
+@dataclass
+class Findings:
+    """What :func:`check_train_config` found.
+
+    Errors: the run would fail or misbehave. Warnings: it trains, but not as the config suggests (a warmup longer than
+    the run). Notes: checks that could not be made (e.g. epochs without a known dataset size).
+    """
+
+    errors: list[Problem] = field(default_factory=list)
+    warnings: list[Problem] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    scheduler: ScheduleModel | None = None
+    clock: RunClock | None = None
+
+
+def check_train_config(
+    cfg: Mapping[str, Any],
+    *,
+    batches_per_epoch: int | None = None,
+    samples_per_batch: int | None = None,
+    tokens_per_batch: int | None = None,
+    world_size: int = 1,
+) -> Findings:
+    """Every problem of ``cfg``'s schedule and callbacks that can be found without building anything."""
+    found = Findings()
+    try:
+        found.clock = run_clock(
+            cfg,
+            batches_per_epoch=batches_per_epoch,
+            samples_per_batch=samples_per_batch,
+            tokens_per_batch=tokens_per_batch,
+            world_size=world_size,
+        )
+    except ConfigError as e:
+        found.errors += e.problems
+    block = cfg.get("scheduler")
+    name = block.get("name") if isinstance(block, Mapping) else None
+    if block is None:
+        found.errors.append(
+            Problem("scheduler", "missing; add e.g. scheduler: {name: warmup_stable_decay, t_warmup: 100ba}")
+        )
+    elif not isinstance(block, Mapping) or not name:
+        found.errors.append(
+            Problem("scheduler.name", "missing; expected a block with a name, e.g. {name: cosine_with_warmup}")
+        )
+    else:
+        found.scheduler = _check_scheduler(dict(block), found)
+    _check_callbacks(cfg.get("callbacks"), name, found)
+    if isinstance(found.scheduler, ScheduleModel) and found.scheduler.name == "reduce_lr_on_plateau":
+        _check_monitor(found.scheduler, cfg, found)
+    return found
+
+
+def known_scheduler_names() -> list[str]:
+    """Every scheduler name a train YAML may use here: this package's, llm-foundry's, other plugins'."""
+    names = set(SCHEDULE_MODELS) | set(foreign_scheduler_names())
+    if "llmfoundry.registry" in sys.modules:  # in training, or with code_paths: names registered in Python too
+        names |= set(sys.modules["llmfoundry.registry"].schedulers.get_all())
+    return sorted(names)
+
+
+def _check_scheduler(block: dict[str, Any], found: Findings) -> ScheduleModel | None:
+    name = block["name"]
+    names = known_scheduler_names()
+    if name not in names:
+        found.errors.append(
+            Problem(
+                "scheduler.name",
+                f"{name!r} is not a registered scheduler{did_you_mean(str(name), names)}; "
+                "`foundry-ext schedulers` lists all",
+            )
+        )
+        return None
+    try:
+        model = validate_block(block, "scheduler")
+    except ConfigError as e:
+        found.errors += e.problems
+        return None
+    if model is None:
+        found.notes.append(f"scheduler {name!r} comes from another package: its keys are checked when it is built")
+        return None
+    _check_run(model, "scheduler", found)
+    base = getattr(model, "base", None)
+    if isinstance(base, Mapping):
+        base_model = validate_block(base, "scheduler.base")  # valid: the plateau model checked it
+        if base_model is not None:
+            _check_run(base_model, "scheduler.base", found)
+    return model
+
+
+def _check_run(model: ScheduleModel, path: str, found: Findings) -> None:
+    clock = found.clock
+    if clock is None:
+        return
+    try:
+        check = run_check(model, clock.max_duration, clock.batches_per_epoch, 1.0, path)
+    except UnknownBatchesPerEpoch:
+        found.notes.append(
+            f"{path}: durations in 'ep' (or max_duration in 'ep') need the batches per epoch, which the YAML does not "
+            "say (no local MDS dataset index); the checks that need the run length were skipped "
+            "(`foundry-ext validate --batches-per-epoch N` makes them)"
+        )
+        return
+    found.errors += check.errors
+    found.warnings += check.warnings
+
+
+def _check_callbacks(block: Any, scheduler_name: Any, found: Findings) -> None:
+    if block is None:
+        return
+    if not isinstance(block, Mapping):
+        found.errors.append(
+            Problem("callbacks", f"expected a mapping of callback name -> settings, got {type(block).__name__}")
+        )
+        return
+    foreign = foreign_callback_names()
+    registry = sys.modules.get("llmfoundry.registry")
+    registered = (
+        set(registry.callbacks.get_all()) | set(registry.callbacks_with_config.get_all()) if registry else set()
+    )
+    known = sorted(set(CALLBACK_MODELS) | set(FOUNDRY_CALLBACKS) | set(foreign) | registered)
+    for name, kwargs in block.items():
+        path = f"callbacks.{name}"
+        if kwargs is not None and not isinstance(kwargs, Mapping):
+            found.errors.append(Problem(path, f"expected a mapping of settings (or {{}}), got {kwargs!r}"))
+            continue
+        kwargs = dict(kwargs or {})
+        if name in CALLBACK_MODELS:
+            try:
+                build(CALLBACK_MODELS[name], kwargs, path)
+            except ConfigError as e:
+                found.errors += e.problems
+            if name == "reduce_lr_on_plateau" and scheduler_name != "reduce_lr_on_plateau":
+                found.errors.append(
+                    Problem(
+                        path,
+                        f"is listed but scheduler.name is {scheduler_name!r}: the callback only serves "
+                        "scheduler.name: reduce_lr_on_plateau (which attaches it by itself); remove it or switch the "
+                        "scheduler",
+                    )
+                )
+        elif name in FOUNDRY_CALLBACKS and name not in foreign:
+            keys = FOUNDRY_CALLBACKS[name]
+            if keys is None:
+                continue  # takes **kwargs
+            required, optional = keys
+            allowed = [*required, *optional]
+            for key in kwargs:
+                if key not in allowed:
+                    shown = f"allowed keys: {', '.join(allowed)}" if allowed else "takes no keys"
+                    found.errors.append(
+                        Problem(f"{path}.{key}", f"unknown key{did_you_mean(str(key), allowed)}; {shown}")
+                    )
+            for key in required:
+                if key not in kwargs:
+                    found.errors.append(Problem(f"{path}.{key}", f"is required by llm-foundry's {name} callback"))
+        elif name not in known:
+            found.errors.append(Problem(path, f"{name!r} is not a registered callback{did_you_mean(str(name), known)}"))
+
+
+def _check_monitor(model: ScheduleModel, cfg: Mapping[str, Any], found: Findings) -> None:
+    monitor: str = model.monitor  # type: ignore[attr-defined]
+    family = cfg.get("model", {}).get("name") if isinstance(cfg.get("model"), Mapping) else None
+    if monitor.startswith("loss/train/"):
+        if family in EVAL_METRICS and monitor != "loss/train/total":
+            found.errors.append(
+                Problem("scheduler.monitor", f"{monitor!r}: {family} logs one train loss, 'loss/train/total'")
+            )
+        return
+    loaders = cfg.get("eval_loader") or cfg.get("eval_loaders")
+    if not loaders and not cfg.get("icl_tasks"):
+        found.errors.append(
+            Problem(
+                "scheduler.monitor",
+                f"{monitor!r} is an eval metric but the config has no eval_loader; add one, or monitor a train loss: "
+                "monitor: loss/train/total with check_interval: 100ba",
+            )
+        )
+        return
+    label, _, metric = monitor[len("metrics/") :].rpartition("/")
+    if loaders and not cfg.get("icl_tasks"):  # ICL labels come from the task files: not checked here
+        if isinstance(loaders, Mapping):
+            labels = ["eval"]
+        else:
+            labels = [f"eval/{loader.get('label')}" for loader in loaders if isinstance(loader, Mapping)]
+        if label not in labels:
+            found.errors.append(
+                Problem(
+                    "scheduler.monitor",
+                    f"{monitor!r} names evaluator {label!r}, but the eval loaders are labelled "
+                    f"{', '.join(repr(x) for x in labels)} (metrics/<label>/<metric>)",
+                )
+            )
+            return
+    if family not in EVAL_METRICS:
+        found.notes.append(
+            f"scheduler.monitor: model {family!r} is not one whose metrics are known here; the metric "
+            "name is checked when training starts, before the first batch"
+        )
+        return
+    model_cfg = cfg["model"]
+    extra = [*(model_cfg.get("additional_train_metrics") or []), *(model_cfg.get("additional_eval_metrics") or [])]
+    names = [_METRIC_CLASSES.get(m, m) for m in (*EVAL_METRICS[family], *extra)]
+    if metric not in names:
+        found.errors.append(
+            Problem(
+                "scheduler.monitor",
+                f"{monitor!r}: {family} reports no {metric!r}{did_you_mean(metric, names)}; it reports "
+                f"{', '.join(f'metrics/{label}/{n}' for n in names)}",
+            )
+        )
+
+
+def preflight_transform(cfg: dict[str, Any]) -> dict[str, Any]:
+    """llm-foundry config transform: stop a bad schedule before anything is built; the config is returned unchanged.
+
+    Every error is reported at once (one line each) as a :class:`ConfigError`; a warmup longer than the run is one
+    warning line.
+    """
+    world_size = int(os.environ.get("WORLD_SIZE", "1") or 1)
+    found = check_train_config(cfg, world_size=world_size)
+    if found.errors:
+        raise ConfigError(found.errors)
+    for warning in found.warnings:
+        warn_once(str(warning))
+    return cfg

@@ -1,0 +1,241 @@
+"""Read an llm-foundry train YAML the way ``train.py`` does, and what the schedule needs from it: the run's clock.
+
+``train_from_yaml`` does: ``om.load`` the file, ``om.merge`` it with ``om.from_cli(overrides)``, then ``train()``
+imports ``code_paths`` and resolves every ``${...}`` interpolation (``om.to_container(cfg, resolve=True)``). This
+module repeats exactly those steps, and reads the run length and batch size (``max_duration``,
+``global_train_batch_size``, ``max_seq_len``, and the batches per epoch of a local MDS dataset) without importing
+torch, Composer or llm-foundry (only ``code_paths`` needs llm-foundry's registry).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from foundry_ext.config.durations import Duration, DurationError, parse
+from foundry_ext.config.errors import ConfigError
+
+__all__ = ["RunClock", "load_train_config", "max_duration", "one_line", "optimizer_lr", "run_clock"]
+
+
+def one_line(error: BaseException) -> str:
+    """An exception as one line: its message with newlines folded, or its type when it has none."""
+    text = " ".join(str(error).split())
+    if isinstance(error, KeyError) and error.args:
+        text = f"missing key {error.args[0]!r}"
+    return text or type(error).__name__
+
+
+def load_train_config(path: str, overrides: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
+    """Load ``path``, merge ``key=value`` overrides, import ``code_paths`` and resolve interpolations.
+
+    Raises:
+        ConfigError: one line (field ``""``) that says what is wrong with the file or an override.
+    """
+    from omegaconf import DictConfig, OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    def fail(message: str) -> ConfigError:
+        return ConfigError("", message)
+
+    if os.path.isdir(path):
+        raise fail(f"{path}: is a folder, expected a train YAML file")
+    if not os.path.exists(path):
+        raise fail(f"{path}: no such file")
+    OmegaConf.clear_resolver("oc.env")  # train_from_yaml does this: ${oc.env:...} is not available to train YAMLs
+    try:
+        with open(path) as f:
+            cfg = OmegaConf.load(f)
+    except (OSError, UnicodeDecodeError) as e:
+        raise fail(f"{path}: cannot read: {one_line(e)}") from None
+    except Exception as e:  # yaml.YAMLError and OmegaConf's own errors: both mean "not a valid YAML config"
+        raise fail(f"{path}: invalid YAML: {one_line(e)}") from None
+    if not isinstance(cfg, DictConfig):
+        raise fail(f"{path}: expected a mapping of train settings at the top level, got {type(cfg).__name__}")
+    for item in overrides:
+        if "=" not in item:
+            raise fail(f"override {item!r}: expected key=value, e.g. max_duration=1000ba")
+    if overrides:
+        try:
+            cfg = OmegaConf.merge(cfg, OmegaConf.from_cli(list(overrides)))
+        except Exception as e:  # OmegaConf reports a bad dotted key or value as various error types
+            raise fail(f"overrides {' '.join(overrides)}: {one_line(e)}") from None
+    for code_path in cfg.get("code_paths", None) or []:  # custom schedulers register themselves on import
+        from llmfoundry.utils.registry_utils import import_file
+
+        try:
+            import_file(code_path)
+        except Exception as e:
+            raise fail(f"code_paths: cannot import {code_path}: {one_line(e)}") from None
+    try:
+        resolved = OmegaConf.to_container(cfg, resolve=True)
+    except OmegaConfBaseException as e:
+        key = getattr(e, "full_key", None)
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__  # later lines repeat full_key, object_type
+        raise ConfigError(key or "", f"cannot resolve: {first}") from None
+    assert isinstance(resolved, dict)
+    return {str(k): v for k, v in resolved.items()}
+
+
+def max_duration(cfg: Mapping[str, Any]) -> Duration:
+    """``max_duration`` as a :class:`Duration` in ``ba``, ``ep``, ``sp`` or ``tok`` (a bare int means epochs)."""
+    value = cfg.get("max_duration")
+    if value is None:
+        raise ConfigError(
+            "max_duration",
+            "missing; the schedule needs the training length, e.g. max_duration: 10000ba (or pass max_duration=10000ba "
+            "after the YAML)",
+        )
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = f"{value}ep"  # Time.from_input(value, TimeUnit.EPOCH), as the Trainer does
+    if not isinstance(value, str):
+        raise ConfigError("max_duration", f"{value!r} is not a duration; expected e.g. 10000ba, 2ep, 2e9tok")
+    try:
+        time = parse(value)
+    except DurationError as e:
+        raise ConfigError("max_duration", str(e)) from None
+    if time.unit == "dur":
+        raise ConfigError("max_duration", f"{value!r}: 'dur' is relative to max_duration itself; use ba, ep, sp or tok")
+    if time.value <= 0:
+        raise ConfigError("max_duration", f"{value!r} must be > 0")
+    return time
+
+
+def optimizer_lr(cfg: Mapping[str, Any]) -> float | None:
+    """``optimizer.lr``, or None when the config does not set it."""
+    optimizer = cfg.get("optimizer")
+    lr = optimizer.get("lr") if isinstance(optimizer, Mapping) else None
+    if lr is None:
+        return None
+    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not math.isfinite(lr):
+        raise ConfigError("optimizer.lr", f"{lr!r} is not a number")
+    return float(lr)
+
+
+def _positive_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+@dataclass(frozen=True)
+class RunClock:
+    """A run's length and how one batch maps to samples, tokens and epochs (``None``: not known)."""
+
+    max_duration: Duration
+    samples_per_batch: int | None = None
+    tokens_per_batch: int | None = None
+    batches_per_epoch: int | None = None
+    notes: tuple[str, ...] = ()  # where the numbers came from
+
+    def per_batch(self, unit: str) -> int | None:
+        """How many ``unit`` one batch is (``ba``: 1)."""
+        return {"ba": 1, "sp": self.samples_per_batch, "tok": self.tokens_per_batch, "ep": None}.get(unit)
+
+    def batches(self, value: int | float, unit: str) -> int:
+        """The first timestamp (batches done) at which ``value`` ``unit`` have been reached.
+
+        Raises:
+            ConfigError: the batch size in ``unit`` (or the batches per epoch) is not known.
+        """
+        if unit == "ep":
+            if not self.batches_per_epoch:
+                raise ConfigError("", f"{value}ep: the batches per epoch are not known (--batches-per-epoch N)")
+            return int(value * self.batches_per_epoch)
+        per = self.per_batch(unit)
+        if not per:
+            name = {"sp": "samples", "tok": "tokens"}[unit]
+            raise ConfigError("", f"{value}{unit}: the {name} per batch are not known (--{name}-per-batch N)")
+        return math.ceil(value / per)  # the Trainer stops after the batch that reaches it
+
+    @property
+    def total_batches(self) -> int:
+        """Batches the run trains: 0-indexed batches ``0 .. total_batches - 1``."""
+        return self.batches(self.max_duration.value, self.max_duration.unit)
+
+    def now(self, batch: int, unit: str) -> int:
+        """The timestamp in ``unit`` after ``batch`` batches (a constant batch size assumed)."""
+        if unit == "ba":
+            return batch
+        per = self.per_batch(unit)
+        if per is None:
+            raise ConfigError("", f"the {unit} per batch are not known")
+        return batch * per
+
+
+def run_clock(
+    cfg: Mapping[str, Any],
+    *,
+    batches_per_epoch: int | None = None,
+    samples_per_batch: int | None = None,
+    tokens_per_batch: int | None = None,
+    world_size: int = 1,
+) -> RunClock:
+    """The clock of a train config: ``max_duration``, batch size, tokens per batch and batches per epoch.
+
+    The options override what the YAML says. Tokens per batch assume full-length sequences
+    (``global_train_batch_size x max_seq_len``). Batches per epoch come from the local MDS index of
+    ``train_loader.dataset`` when there is one (``len`` of the dataloader as Composer counts it with ``world_size``
+    ranks), else from ``batches_per_epoch``, else stay unknown.
+    """
+    md = max_duration(cfg)
+    notes = []
+    gbs = _positive_int(cfg.get("global_train_batch_size"))
+    spb = samples_per_batch or gbs
+    tpb = tokens_per_batch
+    if tpb is None:
+        seq_len, source = _max_seq_len(cfg)
+        if gbs and seq_len:
+            tpb = gbs * seq_len
+            notes.append(
+                f"1 batch = {gbs} samples = {tpb} tokens (global_train_batch_size {gbs} x {source} {seq_len}; "
+                "assumes every sequence is max_seq_len long)"
+            )
+    bpe = batches_per_epoch
+    if bpe is None and gbs:
+        found = mds_batches_per_epoch(cfg, gbs, world_size)
+        if found is not None:
+            bpe, where = found
+            notes.append(f"1 epoch = {bpe} batches ({where})")
+    return RunClock(md, spb, tpb, bpe, tuple(notes))
+
+
+def _max_seq_len(cfg: Mapping[str, Any]) -> tuple[int | None, str]:
+    variables = cfg.get("variables") if isinstance(cfg.get("variables"), Mapping) else {}
+    model = cfg.get("model") if isinstance(cfg.get("model"), Mapping) else {}
+    for where, value in (
+        ("max_seq_len", cfg.get("max_seq_len")),
+        ("variables.max_seq_len", variables.get("max_seq_len")),
+        ("model.max_seq_len", model.get("max_seq_len")),
+    ):
+        if _positive_int(value):
+            return value, where
+    return None, ""
+
+
+def mds_batches_per_epoch(cfg: Mapping[str, Any], global_batch: int, world_size: int = 1) -> tuple[int, str] | None:
+    """Batches per epoch of a ``text`` train loader reading a local MDS dataset, or None when not knowable here.
+
+    Streaming gives each of ``world_size`` ranks ``ceil(samples / world_size)`` samples (it repeats a few to even them
+    out); a rank's dataloader has ``floor`` (``drop_last: true``) or ``ceil`` of that over its batch size.
+    """
+    loader = cfg.get("train_loader")
+    dataset = loader.get("dataset") if isinstance(loader, Mapping) else None
+    if not isinstance(dataset, Mapping) or not isinstance(dataset.get("local"), str) or dataset.get("remote"):
+        return None
+    split = dataset.get("split")
+    index = os.path.join(dataset["local"], split or "", "index.json")
+    try:
+        with open(index) as f:
+            samples = sum(int(shard["samples"]) for shard in json.load(f)["shards"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if world_size < 1 or global_batch % world_size:
+        return None
+    per_rank = math.ceil(samples / world_size)
+    device_batch = global_batch // world_size
+    drop_last = loader.get("drop_last", True) is not False
+    batches = per_rank // device_batch if drop_last else math.ceil(per_rank / device_batch)
+    return batches, f"{samples} samples in {index} / global_train_batch_size {global_batch}"

@@ -1,0 +1,276 @@
+"""The LR of every batch of a run, before the run: what ``foundry-ext plot`` and ``validate`` show.
+
+**Composer's order.** Composer 0.32 steps the ``LambdaLR`` at the end of batch ``k`` *before* it advances the
+timestamp (``composer/trainer/trainer.py``, ``_train_loop``: ``scheduler.step()``, then ``timestamp.to_next_batch``).
+So 0-indexed batch ``b`` trains with the multiplier evaluated at timestamp ``b - 1`` (batch 0 with the one at 0), and
+a run of ``N`` batches trains batches ``0 .. N - 1``. :func:`timestamp_of_batch` is the one place this rule lives;
+``tests/test_preview.py`` checks :meth:`Preview.lr` against a real ``Trainer.fit()`` with ``lr_monitor`` for every
+scheduler family.
+
+**Plateau cuts.** An evaluation runs after ``T`` batches (timestamp ``T``); a cut it decides rescales the LR of the
+next batch, ``T`` (0-indexed), and every later step carries it. So the scale in effect for batch ``b`` is the one
+after every evaluation at a timestamp ``<= b``.
+
+**Which code computes the multiplier.** For this package's schedules the model's own formula
+(:meth:`~foundry_ext.schedules.base.ScheduleModel.multiplier`, the code the Trainer runs through the adapter),
+without Composer; ``torch_lr_scheduler`` through its torch engine (torch, not Composer); anything else (Composer's
+schedules by name, llm-foundry's, other plugins') is built through llm-foundry's registry and called on a real
+Composer ``State``.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from foundry_ext.config.errors import ConfigError, Problem
+from foundry_ext.config.registry import validate_block
+from foundry_ext.config.train_yaml import RunClock
+from foundry_ext.plateau.rule import Cut, PlateauRule, PlateauState
+from foundry_ext.schedules.base import ScheduleModel, run_check
+
+__all__ = ["Mark", "PlateauCut", "Preview", "Schedule", "build_schedule", "simulate_plateau", "timestamp_of_batch"]
+
+
+def timestamp_of_batch(batch: int) -> int:
+    """The timestamp (batches done) at which the multiplier of 0-indexed ``batch`` is evaluated: ``max(b - 1, 0)``."""
+    return batch - 1 if batch > 0 else 0
+
+
+@dataclass(frozen=True)
+class Mark:
+    """A named point of a schedule, at the first batch that trains in the new phase."""
+
+    label: str
+    batch: int
+
+
+class Schedule(Protocol):
+    """A scheduler's multiplier as a function of the timestamp in batches."""
+
+    def multiplier(self, t: int) -> float:
+        """The multiplier at timestamp ``t`` (``t`` batches done)."""
+
+    def marks(self) -> list[Mark]:
+        """Named points (warmup end, milestones, restarts, ...)."""
+
+
+class FormulaSchedule:
+    """This package's schedule model, evaluated by its own formula (no Composer)."""
+
+    def __init__(self, model: ScheduleModel, clock: RunClock, path: str = "scheduler") -> None:
+        check = run_check(model, clock.max_duration, clock.batches_per_epoch, 1.0, path)
+        if check.errors:
+            raise ConfigError(check.errors)
+        assert check.resolved is not None
+        self.model = model
+        self.clock = clock
+        self.warnings: list[Problem] = check.warnings
+        self._check = check
+        self._d = check.resolved.values
+        self._unit = check.resolved.unit
+
+    def multiplier(self, t: int) -> float:
+        return float(self.model.multiplier(self.clock.now(t, self._unit), self._d))
+
+    def in_warmup(self, t: int) -> bool:
+        """Plateau: whether timestamp ``t`` is before the end of ``t_warmup``."""
+        return self.clock.now(t, self._unit) < self._d["t_warmup"]
+
+    def marks(self) -> list[Mark]:
+        check = self._check
+        found = []
+        for label, value, unit in self.model.marks(check.resolved.values, check.units, check.total):  # type: ignore[union-attr]
+            found.append(Mark(label, self.clock.batches(value, unit) + 1))
+        return found
+
+
+class TorchPreview(FormulaSchedule):
+    """``torch_lr_scheduler``: torch's own scheduler through the engine the adapter uses (torch, no Composer)."""
+
+    def __init__(self, model: ScheduleModel, clock: RunClock, path: str = "scheduler") -> None:
+        super().__init__(model, clock, path)
+        from foundry_ext.schedulers.torch_engine import TorchSchedule
+
+        self.engine = TorchSchedule(model.type, model.torch_kwargs())  # type: ignore[attr-defined]
+
+    def multiplier(self, t: int) -> float:
+        return float(self.engine.at(t))
+
+
+class PlateauPreview(FormulaSchedule):
+    """``reduce_lr_on_plateau`` without cuts, ``base(t) * min(1, t / t_warmup)``; cuts: :func:`simulate_plateau`."""
+
+    def __init__(self, model: ScheduleModel, clock: RunClock, path: str = "scheduler") -> None:
+        super().__init__(model, clock, path)
+        base = model.base  # type: ignore[attr-defined]
+        self.base: Schedule | None = build_schedule(base, clock, f"{path}.base") if isinstance(base, Mapping) else None
+        self.warnings += getattr(self.base, "warnings", [])
+        self.rule = PlateauRule(
+            **{k: getattr(model, k) for k in ("mode", "factor", "patience", "threshold", "threshold_mode", "cooldown",
+                                              "min_lr", "min_scale", "eps")}
+        )  # fmt: skip
+
+    def multiplier(self, t: int) -> float:
+        value = super().multiplier(t)
+        return value * self.base.multiplier(t) if self.base is not None else value
+
+    def marks(self) -> list[Mark]:
+        base = [Mark(f"base {m.label}", m.batch) for m in self.base.marks()] if self.base is not None else []
+        return [*super().marks(), *base]
+
+
+class ComposerPreview:
+    """Any other scheduler: built through llm-foundry's registry, called on a real Composer ``State``."""
+
+    def __init__(self, block: Mapping[str, Any], clock: RunClock, path: str = "scheduler") -> None:
+        import torch
+        from composer.core import State
+        from composer.devices import DeviceCPU
+        from llmfoundry import registry
+
+        from foundry_ext.config.errors import yaml_path
+
+        kwargs = {k: v for k, v in block.items() if k != "name"}
+        with yaml_path(path):
+            self.scheduler = registry.schedulers.get(block["name"])(**kwargs)
+        model = validate_block(block, path)
+        self.model = model
+        self.clock = clock
+        bpe = clock.batches_per_epoch
+        layer = torch.nn.Linear(1, 1)
+        self.state = State(
+            model=layer,
+            rank_zero_seed=0,
+            run_name="foundry-ext-preview",
+            device=DeviceCPU(),
+            max_duration=str(clock.max_duration),
+            # State keeps dataloader_len only with a dataloader; a range has the length and costs nothing
+            dataloader=range(bpe) if bpe else None,
+            dataloader_label="train" if bpe else None,
+            dataloader_len=bpe if bpe else -1,
+            optimizers=torch.optim.SGD(layer.parameters(), lr=1.0),
+        )
+        self.warnings: list[Problem] = []
+        if model is not None:
+            check = run_check(model, clock.max_duration, bpe, 1.0, path)
+            self.warnings = check.warnings
+            self._check = check
+
+    def multiplier(self, t: int) -> float:
+        from composer.core import Timestamp
+
+        spb = self.clock.samples_per_batch or 0
+        tpb = self.clock.tokens_per_batch or 0
+        bpe = self.clock.batches_per_epoch
+        epoch, in_epoch = divmod(t, bpe) if bpe else (0, t)
+        self.state.timestamp = Timestamp(
+            epoch=epoch,
+            batch=t,
+            sample=t * spb,
+            token=t * tpb,
+            batch_in_epoch=in_epoch,
+            sample_in_epoch=in_epoch * spb,
+            token_in_epoch=in_epoch * tpb,
+        )
+        return float(self.scheduler(self.state, 1.0))
+
+    def marks(self) -> list[Mark]:
+        if self.model is None:
+            return []
+        check = self._check
+        return [
+            Mark(label, self.clock.batches(value, unit) + 1)
+            for label, value, unit in self.model.marks(check.resolved.values, check.units, check.total)  # type: ignore[union-attr]
+        ]
+
+
+def build_schedule(block: Mapping[str, Any], clock: RunClock, path: str = "scheduler") -> Schedule:
+    """The :class:`Schedule` of a scheduler block, by the cheapest exact route (see the module docstring).
+
+    Raises:
+        ConfigError: the block is invalid, or the run makes it fail (the errors the Trainer would raise).
+        UnknownBatchesPerEpoch: a duration needs the batches per epoch and the clock does not know them.
+    """
+    model = validate_block(block, path)
+    if model is not None and model.has_formula:
+        if model.name == "torch_lr_scheduler":
+            return TorchPreview(model, clock, path)
+        if model.name == "reduce_lr_on_plateau":
+            return PlateauPreview(model, clock, path)
+        return FormulaSchedule(model, clock, path)
+    return ComposerPreview(block, clock, path)
+
+
+@dataclass(frozen=True)
+class PlateauCut:
+    """A simulated cut: the timestamp of the evaluation (it applies from that 0-indexed batch on) and the cut."""
+
+    batch: int
+    cut: Cut
+
+
+def simulate_plateau(
+    schedule: PlateauPreview, metrics: Sequence[tuple[int, float]], base_lrs: Sequence[float] = (1.0,)
+) -> tuple[list[PlateauCut], int]:
+    """Replay ``metrics`` (``(timestamp, value)`` in order) through the scheduler's :class:`PlateauRule`.
+
+    As the adapter does, evaluations in warmup only record the value.
+
+    Returns:
+        The cuts, and how many evaluations fell in warmup.
+    """
+    plateau = PlateauState()
+    cuts: list[PlateauCut] = []
+    skipped = 0
+    for t, value in metrics:
+        if schedule.in_warmup(t):
+            plateau.last_value = value
+            skipped += 1
+            continue
+        cut = schedule.rule.step(plateau, value, base_lrs)
+        if cut is not None:
+            cuts.append(PlateauCut(t, cut))
+    return cuts, skipped
+
+
+class Preview:
+    """The LR of every batch of a run: ``base_lr * multiplier(timestamp_of_batch(b)) * plateau scale(b)``.
+
+    Args:
+        schedule: the scheduler's :class:`Schedule`.
+        clock: the run.
+        base_lr: the optimizer's LR (1.0 shows the multiplier).
+        cuts: simulated plateau cuts (:func:`simulate_plateau`).
+    """
+
+    def __init__(self, schedule: Schedule, clock: RunClock, base_lr: float = 1.0, cuts: Sequence[PlateauCut] = ()):
+        self.schedule = schedule
+        self.clock = clock
+        self.base_lr = base_lr
+        self.cuts = list(cuts)
+        self.total_batches = clock.total_batches
+        self._cut_batches = [c.batch for c in self.cuts]
+        self._scales = [1.0] + [c.cut.new_scale for c in self.cuts]
+
+    def scale(self, batch: int) -> float:
+        """The plateau scale in effect for 0-indexed ``batch``: after every cut at a timestamp ``<= batch``."""
+        return self._scales[bisect.bisect_right(self._cut_batches, batch)]
+
+    def multiplier(self, batch: int) -> float:
+        """The multiplier 0-indexed ``batch`` trains with (plateau scale included)."""
+        return self.schedule.multiplier(timestamp_of_batch(batch)) * self.scale(batch)
+
+    def lr(self, batch: int) -> float:
+        """The LR 0-indexed ``batch`` trains with."""
+        return self.base_lr * self.multiplier(batch)
+
+    def marks(self) -> list[Mark]:
+        """Named points inside the run, plus one per simulated cut, by batch."""
+        marks = [m for m in self.schedule.marks() if 0 < m.batch < self.total_batches]
+        marks += [
+            Mark(f"cut {i + 1} (x{c.cut.new_scale / c.cut.old_scale:g})", c.batch) for i, c in enumerate(self.cuts)
+        ]
+        return sorted(marks, key=lambda m: m.batch)

@@ -1,0 +1,104 @@
+"""The ComposerScheduler side of a schedule model: validate the keys once, check the run at the first call.
+
+llm-foundry builds a scheduler with ``cls(**kwargs)``. :class:`ModelScheduler` validates ``kwargs`` with the class's
+:class:`~foundry_ext.schedules.base.ScheduleModel` (every problem, one line each, before any model is built) and, at
+each call, evaluates the model's formula at ``state.timestamp``. The durations are resolved once per
+``(max_duration, dataloader_len, ssr)``; that first resolution runs the checks that need the run (the Trainer makes
+the first call while it is built, before the first batch) and prints the warnings (a warmup longer than the run).
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, ClassVar
+
+from composer.core import State
+from composer.optim import ComposerScheduler
+
+from foundry_ext.config.base import build
+from foundry_ext.config.durations import Resolved, UnknownBatchesPerEpoch, max_duration_of, now
+from foundry_ext.config.errors import ConfigError, current_path
+from foundry_ext.config.notices import warn_once
+from foundry_ext.schedules.base import ScheduleModel, run_check
+
+__all__ = ["ModelScheduler", "RunResolver"]
+
+
+class RunResolver:
+    """Resolves a model's durations for the state's run, once per ``(max_duration, dataloader_len, ssr)``."""
+
+    __slots__ = ("_key", "_resolved", "model", "path")
+
+    def __init__(self, model: ScheduleModel, path: str) -> None:
+        self.model = model
+        self.path = path
+        self._key: tuple | None = None
+        self._resolved: Resolved | None = None
+
+    def __call__(self, state: State, ssr: float) -> Resolved:
+        md = state.max_duration
+        key = (None if md is None else (md.value, md.unit), state.dataloader_len, ssr)
+        if key == self._key:
+            return self._resolved  # type: ignore[return-value]
+        max_duration = max_duration_of(state)
+        dataloader_len = None if state.dataloader_len is None else int(state.dataloader_len)
+        try:
+            check = run_check(self.model, max_duration, dataloader_len, ssr, self.path)
+        except UnknownBatchesPerEpoch:
+            given = ", ".join(
+                f"{self.path}.{k}={v}" for k, v in self.model.durations().items() if v.unit in ("ep", "dur")
+            )
+            raise ConfigError(
+                self.path,
+                f"{given} with max_duration={max_duration} need the number of batches per epoch, and this train "
+                "dataloader has no length; give the durations in ba, tok or sp",
+            ) from None
+        if check.errors:
+            raise ConfigError(check.errors)
+        for warning in check.warnings:
+            warn_once(str(warning))
+        self._key, self._resolved = key, check.resolved
+        return check.resolved  # type: ignore[return-value]
+
+
+class ModelScheduler(ComposerScheduler):
+    """A ComposerScheduler whose keys are the fields of ``Config`` and whose multiplier is ``Config``'s formula.
+
+    The fields are also attributes (``scheduler.t_warmup``); ``scheduler.config`` is the validated model.
+    """
+
+    Config: ClassVar[type[ScheduleModel]]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        config = cls.__dict__.get("Config")
+        if config is None:
+            return
+        # introspection (help(), inspect.signature, IDEs) shows the YAML keys and defaults
+        params = [
+            inspect.Parameter(
+                name,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=inspect.Parameter.empty if info.is_required() else info.get_default(call_default_factory=True),
+            )
+            for name, info in config.model_fields.items()
+        ]
+        cls.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+        # the formula is written once, in the model's docstring; help() on the scheduler shows it too
+        where = f"{config.__module__}.{config.__qualname__}"
+        cls.__doc__ = f"{cls.__doc__ or ''}\n\n    **The schedule** (:class:`{where}`):\n\n    {config.__doc__ or ''}"
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.path = current_path()
+        self.config = build(self.Config, kwargs, self.path)
+        self.resolve = RunResolver(self.config, self.path)
+
+    def __getattr__(self, name: str) -> Any:
+        config = self.__dict__.get("config")
+        if config is not None and name in type(config).model_fields:
+            return getattr(config, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __call__(self, state: State, ssr: float = 1.0) -> float:
+        d = self.resolve(state, ssr)
+        return self.config.multiplier(now(state, d.unit), d.values)

@@ -1,0 +1,128 @@
+"""``warmup_stable_decay``: warmup, a constant plateau, then a decay that ends at ``t_max``."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from foundry_ext.config.base import NonNegativeDuration, PositiveDuration
+from foundry_ext.config.durations import Duration
+from foundry_ext.config.errors import ConfigError, Problem
+from foundry_ext.schedules.base import Mark, RunContext, ScheduleModel
+
+__all__ = ["DECAY_TYPES", "WARMUP_TYPES", "WarmupStableDecay", "decay_shape", "warmup_shape"]
+
+WARMUP_TYPES = ("linear", "cosine", "sqrt")
+DECAY_TYPES = ("linear", "sqrt", "cosine", "square")
+
+
+def warmup_shape(kind: str, p: float) -> float:
+    """Warmup shape ``w(p)`` for progress ``p`` in [0, 1]; the shapes of Hugging Face's ``get_wsd_schedule``."""
+    if kind == "linear":
+        return p
+    if kind == "cosine":
+        return 0.5 * (1.0 - math.cos(math.pi * p))
+    return 1.0 - math.sqrt(1.0 - p)  # "sqrt": HF's "1-sqrt" warmup
+
+
+def decay_shape(kind: str, p: float) -> float:
+    """Decay shape ``d(p)`` for progress ``p`` in [0, 1], from 1 at ``p = 0`` to 0 at ``p = 1``."""
+    if kind == "linear":
+        return 1.0 - p
+    if kind == "sqrt":
+        return 1.0 - math.sqrt(p)
+    if kind == "cosine":
+        return 0.5 * (1.0 + math.cos(math.pi * p))
+    return 1.0 - p * p  # "square"
+
+
+class WarmupStableDecay(ScheduleModel):
+    r"""Warmup, a constant plateau at 1, then a decay to ``alpha_f`` that ends exactly at ``t_max``.
+
+    With :math:`t_w` = ``t_warmup``, :math:`t_d` = ``t_decay``, :math:`t_{max}` = ``t_max`` (all converted to one
+    unit, batches unless every duration is in tokens or samples) and :math:`t` the current time in that unit:
+
+    .. math::
+        \alpha(t) = \begin{cases}
+            w(t / t_w), & t < t_w \\
+            1, & t_w \le t < t_{max} - t_d \\
+            \alpha_f + (1 - \alpha_f)\, d(p), \; p = \frac{t - (t_{max} - t_d)}{t_d}, & t_{max} - t_d \le t < t_{max} \\
+            \alpha_f, & t \ge t_{max}
+        \end{cases}
+
+    Warmup shapes :math:`w(p)`: ``linear`` :math:`p`, ``cosine`` :math:`(1 - \cos \pi p) / 2`, ``sqrt``
+    :math:`1 - \sqrt{1 - p}`. Decay shapes :math:`d(p)`: ``linear`` :math:`1 - p`, ``sqrt`` :math:`1 - \sqrt{p}`
+    (the "1-sqrt" cooldown), ``cosine`` :math:`(1 + \cos \pi p) / 2`, ``square`` :math:`1 - p^2`.
+
+    Warmup follows Composer's convention: it starts at 0 (``t / t_warmup``), not at ``alpha_f``.
+
+    ``scale_schedule_ratio`` (ssr) scales ``t_max`` and ``t_decay`` like every Composer duration, and ``t_warmup``
+    only when ``scale_warmup`` is true, as Composer's ``*_with_warmup`` schedulers do. Durations in ``dur`` follow
+    ``max_duration``, which the Trainer has already scaled.
+
+    ``t_warmup + t_decay > t_max`` is an error: at build time when the three share a unit, otherwise when the
+    Trainer first calls the scheduler (while it is built, before the first batch).
+    """
+
+    name = "warmup_stable_decay"
+    summary = "warmup, constant, then a linear / sqrt (1-sqrt) / cosine / square decay to alpha_f ending at t_max"
+    adapter = "foundry_ext.schedulers.wsd:WarmupStableDecayScheduler"
+    warmup_field = "t_warmup"
+    has_formula = True
+
+    t_warmup: NonNegativeDuration = Field(Duration(0, "ba"), description="warmup length (0ba: no warmup)")
+    t_decay: NonNegativeDuration = Field(Duration(0.2, "dur"), description="length of the final decay")
+    t_max: PositiveDuration = Field(Duration(1.0, "dur"), description="when the decay ends")
+    alpha_f: float = Field(0.0, ge=0.0, le=1.0, description="final multiplier: the LR floor as a fraction of the LR")
+    decay_type: Literal["linear", "sqrt", "cosine", "square"] = Field("linear", description="shape of the decay")
+    warmup_type: Literal["linear", "cosine", "sqrt"] = Field("linear", description="shape of the warmup")
+    scale_warmup: bool = Field(False, description="whether scale_schedule_ratio also scales t_warmup")
+
+    @model_validator(mode="after")
+    def _fits(self) -> WarmupStableDecay:
+        durations = (self.t_warmup, self.t_decay, self.t_max)
+        units = {t.unit for t in durations if t.value > 0}
+        if len(units) == 1:  # same unit: the overlap can be checked now, before any model is built
+            problem = self._overlap(
+                {"t_warmup": self.t_warmup.value, "t_decay": self.t_decay.value, "t_max": self.t_max.value}
+            )
+            if problem:
+                raise ConfigError([problem])
+        return self
+
+    def _overlap(self, d: Mapping[str, float], unit: str | None = None) -> Problem | None:
+        if d["t_warmup"] + d["t_decay"] <= d["t_max"]:
+            return None
+        shown = f"t_warmup={self.t_warmup}, t_decay={self.t_decay}, t_max={self.t_max}"
+        where = f" (= {d['t_warmup']:g} + {d['t_decay']:g} > {d['t_max']:g} {unit})" if unit else ""
+        return Problem(
+            "t_decay",
+            f"warmup and decay do not fit before t_max: {shown}{where}; need t_warmup + t_decay <= t_max (shorten "
+            "t_warmup or t_decay, or raise t_max/max_duration)",
+        )
+
+    def run_problems(self, d: Mapping[str, int], run: RunContext) -> list[Problem]:
+        problem = self._overlap({k: float(v) for k, v in d.items()}, run.unit)
+        return [problem] if problem else []
+
+    def marks(self, d: Mapping[str, int], units: Mapping[str, str], total: int) -> list[Mark]:
+        unit = units["t_max"]
+        marks = [("warmup end", d["t_warmup"], unit)] if d["t_warmup"] > 0 else []
+        if d["t_decay"] > 0:
+            marks.append(("decay start", d["t_max"] - d["t_decay"], unit))
+        return [*marks, ("decay end", d["t_max"], unit)]
+
+    def multiplier(self, t: int, d: Mapping[str, int]) -> float:
+        t_warmup, t_decay, t_max = d["t_warmup"], d["t_decay"], d["t_max"]
+        if t < t_warmup:
+            return warmup_shape(self.warmup_type, t / t_warmup)
+        decay_start = t_max - t_decay
+        if t < decay_start:
+            return 1.0
+        if t >= t_max:
+            return self.alpha_f
+        p = (t - decay_start) / t_decay
+        return self.alpha_f + (1.0 - self.alpha_f) * decay_shape(self.decay_type, p)
