@@ -282,7 +282,8 @@ def allowed_text(annotation: Any, info: Any = None) -> str:
     base = _strip(annotation)
     metadata = list(getattr(info, "metadata", []) or [])
     if get_origin(annotation) is Annotated:
-        metadata += list(get_args(annotation)[1:])
+        for extra in get_args(annotation)[1:]:  # Field(ge=1) inside Annotated carries its constraints as metadata
+            metadata += [extra, *getattr(extra, "metadata", [])]
     options = _literal_options(annotation)
     if options:
         return f"allowed: {', '.join(str(o) for o in options)}"

@@ -166,7 +166,8 @@ def describe_keys(model: type[ScheduleModel]) -> list[dict[str, Any]]:
                 "key": name,
                 "required": required,
                 "default": str(default) if isinstance(default, Duration) else default,
-                "allowed": allowed_text(info.annotation, info).removeprefix("expected ").removeprefix("allowed: "),
+                "allowed": (info.json_schema_extra or {}).get("x-allowed")  # type: ignore[union-attr]
+                or allowed_text(info.annotation, info).removeprefix("expected ").removeprefix("allowed: "),
                 "description": info.description or "",
             }
         )

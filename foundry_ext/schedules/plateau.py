@@ -53,7 +53,11 @@ class ReduceLROnPlateau(ScheduleModel):
     check_interval: PositiveDuration | None = Field(
         None, description="train-loss monitors only (required there): how often the mean loss is checked"
     )
-    base: Any = Field(None, description="another schedule multiplied in: a scheduler block {name: ..., ...}")
+    base: Any = Field(
+        None,
+        description="another schedule multiplied in",
+        json_schema_extra={"x-allowed": "a scheduler block {name: ..., ...} of any other scheduler"},
+    )
 
     @field_validator("monitor")
     @classmethod
