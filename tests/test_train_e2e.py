@@ -79,3 +79,21 @@ def test_run_says_where_checkpoints_and_logs_are(tiny_run: tuple[TrainRun, Path,
     assert f"logs are in {out / 'train-rank0.log'}" in run.stdout
     log = (out / "train-rank0.log").read_text()
     assert f"[batch={MAX_BATCHES}/{MAX_BATCHES}]" in log  # the console metrics are in the log file too
+
+
+def test_plot_of_the_yaml_is_the_run(tiny_run: tuple[TrainRun, Path, dict], tmp_path: Path) -> None:
+    """``foundry-ext plot --csv`` of the same YAML and overrides: the LR of every batch, bitwise as the run logs it."""
+    import csv
+
+    from foundry_ext.cli import main
+
+    _, _, metrics = tiny_run
+    logged = metrics[LR_KEY]  # lr_monitor at step b: the LR batch b trains with
+    table = tmp_path / "lr.csv"
+    argv = ["plot", str(REPO / "yamls" / "tiny-wsd.yaml"), f"max_duration={MAX_BATCHES}ba", "--csv", str(table)]
+    assert main([*argv, "--out", str(tmp_path / "lr.png")]) == 0
+    with open(table) as f:
+        plotted = {int(row["batch"]): float(row["lr"]) for row in csv.DictReader(f)}
+    assert sorted(plotted) == list(range(MAX_BATCHES))
+    assert {b: plotted[b] for b in range(1, MAX_BATCHES)} == {b: logged[b] for b in range(1, MAX_BATCHES)}
+    assert plotted[0] == plotted[1] == 0.0  # batches 0 and 1 both train with the multiplier at timestamp 0

@@ -90,6 +90,10 @@ def _evaluate(cfg: dict[str, Any], found: Any, warnings: list[str]) -> list[str]
     block = dict(cfg["scheduler"])
     try:
         total = clock.total_batches
+    except (UnknownBatchesPerEpoch, ConfigError) as e:
+        found.notes.append(f"the LR of each batch was not evaluated: {e}")
+        return []
+    try:
         schedule = build_schedule(block, clock)
     except UnknownBatchesPerEpoch:
         return []  # noted by the pre-flight check

@@ -99,7 +99,7 @@ def parse(text: str) -> Duration:
         DurationError: not a time string, a unit other than ``ba``/``ep``/``sp``/``tok``/``dur``, or a fraction of a
             batch, epoch, sample or token (``'2.5ba'``).
     """
-    stripped = text.strip()
+    stripped = text  # not stripped: Composer refuses ' 100ba ', and llm-foundry's own schedulers parse it themselves
     if stripped and _WALL_CLOCK_RE.match(stripped):
         raise DurationError(f"{text!r} is wall-clock time, which cannot drive a schedule; expected e.g. {EXAMPLES}")
     match = _TIME_RE.findall(stripped)

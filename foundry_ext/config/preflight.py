@@ -151,6 +151,10 @@ def _check_scheduler(block: dict[str, Any], found: Findings) -> ScheduleModel | 
     _check_run(model, "scheduler", found)
     base = getattr(model, "base", None)
     if isinstance(base, Mapping):
+        if base["name"] not in names:
+            hint = did_you_mean(str(base["name"]), names)
+            found.errors.append(Problem("scheduler.base.name", f"{base['name']!r} is not a registered scheduler{hint}"))
+            return None
         base_model = validate_block(base, "scheduler.base")  # valid: the plateau model checked it
         if base_model is not None:
             _check_run(base_model, "scheduler.base", found)

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from foundry_ext.config.durations import Duration, DurationError, parse
+from foundry_ext.config.durations import Duration, DurationError, UnknownBatchesPerEpoch, parse
 from foundry_ext.config.errors import ConfigError
 
 __all__ = ["RunClock", "load_train_config", "max_duration", "one_line", "optimizer_lr", "run_clock"]
@@ -138,11 +138,12 @@ class RunClock:
         """The first timestamp (batches done) at which ``value`` ``unit`` have been reached.
 
         Raises:
-            ConfigError: the batch size in ``unit`` (or the batches per epoch) is not known.
+            UnknownBatchesPerEpoch: ``unit`` is epochs and the batches per epoch are not known.
+            ConfigError: the batch size in ``unit`` is not known.
         """
         if unit == "ep":
             if not self.batches_per_epoch:
-                raise ConfigError("", f"{value}ep: the batches per epoch are not known (--batches-per-epoch N)")
+                raise UnknownBatchesPerEpoch(f"{value}ep: the batches per epoch are not known (--batches-per-epoch N)")
             return int(value * self.batches_per_epoch)
         per = self.per_batch(unit)
         if not per:
