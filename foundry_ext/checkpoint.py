@@ -41,6 +41,7 @@ import datetime
 import errno
 import io
 import math
+import operator
 import os
 import pickle
 import pickletools
@@ -439,19 +440,43 @@ def _too_large(origin: str) -> CheckpointError:
 # -- the pickle walk: depth and cycles, decided from the opcodes before anything is built ------------------------------
 
 _MARK = pickletools.markobject
-_PUT_OPS = frozenset({"PUT", "BINPUT", "LONG_BINPUT", "MEMOIZE"})
-_GET_OPS = frozenset({"GET", "BINGET", "LONG_BINGET"})
 _MUTATORS = frozenset({"APPEND", "APPENDS", "SETITEM", "SETITEMS", "ADDITEMS", "BUILD"})
+
+
+def _opcode_kinds() -> dict[str, int]:
+    """How the walk treats each opcode, decided once (the walk's inner loop only looks this up)."""
+    kinds = {}
+    for op in pickletools.opcodes:
+        if op.name in ("PROTO", "FRAME", "STOP", "READONLY_BUFFER"):
+            kind = _SKIP
+        elif op.name in ("PUT", "BINPUT", "LONG_BINPUT", "MEMOIZE"):
+            kind = _PUT
+        elif op.name in ("GET", "BINGET", "LONG_BINGET"):
+            kind = _GET
+        elif op.name in ("MARK", "DUP", "POP"):
+            kind = {"MARK": _MARK_OP, "DUP": _DUP, "POP": _POP}[op.name]
+        elif not op.stack_before and len(op.stack_after) == 1 and not op.name.startswith("EMPTY_"):
+            kind = _SCALAR  # an int, a string, a global's name...: pushed, never a container
+        else:
+            kind = _OTHER
+        kinds[op.name] = kind
+    return kinds
+
+
+_SKIP, _PUT, _GET, _MARK_OP, _DUP, _POP, _SCALAR, _OTHER = range(8)
+_KINDS = _opcode_kinds()
+_depth_of = operator.attrgetter("depth")
 
 
 class _Node:
     """A container in the replayed pickle: its child containers, and a lower bound of its nesting depth."""
 
-    __slots__ = ("children", "depth")
+    __slots__ = ("children", "depth", "used")
 
     def __init__(self, children: list[_Node]) -> None:
         self.children = children
-        self.depth = 1 + max((child.depth for child in children), default=0)
+        self.depth = 1 + max(map(_depth_of, children), default=0)
+        self.used = False  # put into another container (or into itself) yet
 
 
 def _walk_pickle(stream: Any, origin: str) -> int:
@@ -460,9 +485,12 @@ def _walk_pickle(stream: Any, origin: str) -> int:
     The pickle machine is replayed on a graph: every container (an empty list/dict/set/tuple, or an object made from
     popped items) is a :class:`_Node` holding its child containers; scalars are ``None``. Items added to a container
     later (``APPEND``, ``SETITEMS``, ``BUILD``) become its children, and the memo holds the same nodes, so shared and
-    self-referencing objects are seen as such. Each node's depth is kept up to date as it is built, so that a deep
-    pickle is refused as soon as it gets too deep (after ~100 opcodes for a deep tuple, not after all of them); a
-    container filled after it was put into another one is caught by the exact walk at the end.
+    self-referencing objects are seen as such. Each node's depth is computed as it is built, so that a deep pickle is
+    refused as soon as it gets too deep (after ~100 opcodes for a deep tuple, not after all of them).
+
+    That running depth is exact unless a container is filled after it was put into another one (``pickle`` never
+    writes that, except for self-referencing objects); only then is the whole graph walked again at the end, which
+    also finds cycles.
 
     Returns:
         int: The nesting depth of the pickle (a flat list of scalars is 1).
@@ -471,27 +499,32 @@ def _walk_pickle(stream: Any, origin: str) -> int:
     marks: list[int] = []
     memo: dict[Any, Any] = {}
     nodes: list[_Node] = []
+    deepest = 0
+    refilled = False  # a container was filled after it was put into another: depths above it may be stale
     try:
         for op, arg, _ in pickletools.genops(stream):
-            name = op.name
-            if name in ("PROTO", "FRAME", "STOP", "READONLY_BUFFER"):
+            kind = _KINDS[op.name]
+            if kind == _SCALAR:
+                stack.append(None)
                 continue
-            if name == "POP" and stack and stack[-1] is _MARK:  # as pickle's own machine does
-                marks.pop()
-                stack.pop()
+            if kind == _PUT:
+                memo[len(memo) if arg is None else arg] = stack[-1]
                 continue
-            if name == "MARK":
+            if kind == _GET:
+                stack.append(memo[arg])
+                continue
+            if kind == _SKIP:
+                continue
+            if kind == _MARK_OP:
                 marks.append(len(stack))
                 stack.append(_MARK)
                 continue
-            if name in _PUT_OPS:
-                memo[len(memo) if name == "MEMOIZE" else arg] = stack[-1]
-                continue
-            if name in _GET_OPS:
-                stack.append(memo[arg])
-                continue
-            if name == "DUP":
+            if kind == _DUP:
                 stack.append(stack[-1])
+                continue
+            if kind == _POP and stack and stack[-1] is _MARK:  # as pickle's own machine does
+                marks.pop()
+                stack.pop()
                 continue
             before = op.stack_before
             if _MARK in before:
@@ -505,29 +538,31 @@ def _walk_pickle(stream: Any, origin: str) -> int:
                     raise IndexError("stack underflow")
                 popped = stack[len(stack) - len(before) :] if before else []
                 del stack[len(stack) - len(before) :]
-            if any(item is _MARK for item in popped):
-                raise ValueError(f"{name} across a MARK")
+            if _MARK in popped:  # identity comparisons only: nodes, None and the mark define no __eq__
+                raise ValueError(f"{op.name} across a MARK")
             if not op.stack_after:
                 continue
-            children = [item for item in popped if isinstance(item, _Node)]
-            if name in _MUTATORS and isinstance(popped[0], _Node):
+            if op.name in _MUTATORS and isinstance(popped[0], _Node):
                 node = popped[0]
-                node.children.extend(children[1:])  # children[0] is the target itself
-                node.depth = max(node.depth, 1 + max((child.depth for child in children[1:]), default=0))
-            elif popped or name.startswith("EMPTY_"):
+                children = [item for item in popped[1:] if isinstance(item, _Node)]
+                refilled = refilled or node.used or node in children
+                node.children.extend(children)
+                node.depth = max(node.depth, 1 + max(map(_depth_of, children), default=0))
+            else:
+                children = [item for item in popped if isinstance(item, _Node)]
                 node = _Node(children)
                 nodes.append(node)
-            else:
-                stack.append(None)
-                continue
+            for child in children:
+                child.used = True
             if node.depth > MAX_DEPTH:
                 raise _too_deep(origin)
+            deepest = max(deepest, node.depth)
             stack.append(node)
     except CheckpointError:
         raise
     except (ValueError, IndexError, KeyError, EOFError, OverflowError) as e:  # genops' and the replay's errors
         raise _unreadable(origin, e) from None
-    return _check_depth(nodes, origin)
+    return _check_depth(nodes, origin) if refilled else deepest
 
 
 def _too_deep(origin: str) -> CheckpointError:
@@ -564,6 +599,8 @@ def _check_depth(nodes: list[_Node], origin: str) -> int:
                 path.pop()
                 on_path.discard(id(node))
                 depth[id(node)] = 1 + max((depth[id(child)] for child in node.children), default=0)
+                if depth[id(node)] > MAX_DEPTH:  # deep below a child measured from an earlier root
+                    raise _too_deep(origin)
     return max(depth.values(), default=0)
 
 
@@ -733,28 +770,30 @@ def _nest(flat: Mapping[tuple[Any, ...], Any], shown: str) -> dict[str, Any]:
         dotted = _show(".".join(map(str, keys)))
         for key in keys[:-1]:
             node = node.setdefault(key, {})
-            if isinstance(node, _Leaf):
+            if not isinstance(node, dict):  # a value was read at this path already
                 raise CheckpointError(f"{shown}/.metadata has conflicting key paths at {dotted}")
         if keys[-1] in node:
             raise CheckpointError(f"{shown}/.metadata has conflicting key paths at {dotted}")
-        node[keys[-1]] = _Leaf.wrap(value)
+        node[keys[-1]] = _Leaf(value)
     return _listify(root)
 
 
-class _Leaf(dict):  # type: ignore[type-arg]
+class _Leaf:
     """A value read from a shard, kept apart from the dicts :func:`_nest` makes, until :func:`_listify` unwraps it."""
 
-    @staticmethod
-    def wrap(value: Any) -> Any:
-        leaf = _Leaf()
-        leaf["value"] = value
-        return leaf
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
 
 
-def _listify(node: Any) -> Any:
-    """Turn the ``{0: a, 1: b}`` dicts that flattening made of lists back into lists (depth <= :data:`MAX_DEPTH`)."""
+def _listify(node: dict[Any, Any] | _Leaf) -> Any:
+    """Turn the ``{0: a, 1: b}`` dicts that flattening made of lists back into lists (depth <= :data:`MAX_DEPTH`).
+
+    Values read from the shards are left as they were saved.
+    """
     if isinstance(node, _Leaf):
-        return node["value"]
+        return node.value
     node = {k: _listify(v) for k, v in node.items()}
     if node and all(type(k) is int for k in node) and sorted(node) == list(range(len(node))):
         return [node[i] for i in range(len(node))]
@@ -1025,9 +1064,18 @@ def _text(value: Any, where: str) -> str:
     return _show(value[:200]) + (f"... ({len(value)} characters)" if len(value) > 200 else "")
 
 
+def _scalar(value: Any) -> Any:
+    """A one-element tensor's Python value (so that a tensor LR is shown as a number); anything else unchanged."""
+    if not isinstance(value, torch.Tensor):
+        return value
+    try:  # sparse, quantized or nested tensors may refuse: they are then shown as unexpected
+        return value.item() if value.numel() == 1 else value
+    except (RuntimeError, ValueError, TypeError):
+        return value
+
+
 def _integer(value: Any, where: str) -> str:
-    if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.is_floating_point():
-        value = value.item()
+    value = _scalar(value)
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
         raise _Unexpected(where, "an integer", value)
     return str(int(value))
@@ -1035,8 +1083,7 @@ def _integer(value: Any, where: str) -> str:
 
 def _number(value: Any, where: str) -> str:
     """Floats in full precision (repr), so that values can be compared exactly."""
-    if isinstance(value, torch.Tensor) and value.numel() == 1 and value.dtype != torch.bool and not value.is_complex():
-        value = value.item()
+    value = _scalar(value)
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise _Unexpected(where, "a number", value)
     if isinstance(value, (int, np.integer)):
@@ -1055,7 +1102,7 @@ def _numbers(value: Any, where: str) -> str:
 
 
 def _brief(value: Any) -> str:
-    """What a value is, in a few words: ``int 5``, ``str 'abc'``, ``list of 3 items``, ``tensor of shape (2, 3)``."""
+    """What a value is, in a few words: ``int 5``, ``str 'abc'``, ``list of 3 items``, ``Tensor of shape (2, 3)``."""
     kind = type(value).__name__
     if value is None:
         return "None"
@@ -1070,7 +1117,10 @@ def _brief(value: Any) -> str:
     if isinstance(value, (list, tuple, set, frozenset)):
         return f"{kind} of {len(value)} item{'s' * (len(value) != 1)}"
     if isinstance(value, (torch.Tensor, np.ndarray)):
-        return f"{kind} of shape {tuple(value.shape)}, dtype {value.dtype}"
+        try:
+            return f"{kind} of shape {tuple(value.shape)}, dtype {value.dtype}"
+        except (RuntimeError, ValueError, TypeError):  # a nested tensor has no single shape
+            return kind
     if isinstance(value, datetime.timedelta):
         return f"timedelta {value}"
     return kind

@@ -689,6 +689,29 @@ def test_real_checkpoint_depth_is_far_below_the_limit(run_dir: Path) -> None:
     assert size < MAX_PICKLE_BYTES / 10_000
 
 
+def test_container_filled_after_use_is_measured_exactly() -> None:
+    """``a = []; p = [a]``, then ``a.append(<deep list>)``: p is deeper than it was when it was built.
+
+    ``pickle`` never writes this (it fills a container before using it), but a handmade file can; the walk then
+    measures the whole graph again at the end.
+    """
+
+    def late_fill(depth: int) -> bytes:
+        return (
+            b"\x80\x02]q\x00"  # a = [], memo 0
+            + b"]h\x00a"  # p = [a]
+            + b"h\x00"  # a again
+            + b"]" * depth
+            + b"K\x01"
+            + b"a" * depth  # a list `depth` deep
+            + b"a0."  # a.append(it), pop a, p is the result
+        )
+
+    assert _walk_pickle(io.BytesIO(late_fill(MAX_DEPTH - 2)), "late.pt") == MAX_DEPTH
+    with pytest.raises(CheckpointError, match=f"more than {MAX_DEPTH} levels deep"):
+        _walk_pickle(io.BytesIO(late_fill(MAX_DEPTH - 1)), "late.pt")
+
+
 def test_reference_cycle_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """``l = []; l.append(l)`` pickles fine and torch.load builds it; ``describe`` would loop on it."""
     looped: list[Any] = []
