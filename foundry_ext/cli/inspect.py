@@ -1,6 +1,9 @@
 """``foundry-ext inspect CHECKPOINT``: time, LRs, schedulers and plateau state of a checkpoint, loaded safely.
 
-The file is never trusted: :func:`foundry_ext.checkpoint.load_checkpoint_safely` runs no code from it.
+The file is never trusted: :func:`foundry_ext.checkpoint.load_checkpoint_safely` runs no code from it, and every
+input gets an answer: the rows of :func:`~foundry_ext.checkpoint.describe` (exit 0), or one line and exit 2 for a path
+that is missing, a symlink loop, a FIFO/socket/device, not a torch file, truncated, not a Composer checkpoint, or
+nested too deep (docs/cli.md lists them with their reasons).
 """
 
 from __future__ import annotations
@@ -28,6 +31,6 @@ def run(args: argparse.Namespace) -> int:
     try:
         checkpoint = load_checkpoint_safely(args.checkpoint)
     except CheckpointError as e:
-        raise UsageError(str(e)) from None
+        raise UsageError(" ".join(str(e).splitlines())) from None  # the messages are one line; keep it so
     print(describe(checkpoint, args.checkpoint))
     return 0
