@@ -20,6 +20,14 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     touch "$stamp"
 fi
 
+# yaml-language-server (the YAML editors' schema engine), for tests/test_schema_editor.py: the JSON Schema of
+# `foundry-ext schema` is checked in the engine editors use, not only with Python's jsonschema. npm's registry only.
+yls=.venv/yaml-language-server
+if [ ! -x "$yls/node_modules/.bin/yaml-language-server" ] && command -v npm > /dev/null; then
+    echo "setup: installing yaml-language-server 1.25.0 into $yls (npm, ~15 s)"
+    npm install --silent --no-fund --no-audit --prefix "$yls" yaml-language-server@1.25.0 > /dev/null
+fi
+
 # Compile site-packages to bytecode once. uv installs without .pyc files, and where PYTHONDONTWRITEBYTECODE is set
 # Python never writes them, so every start would recompile composer, transformers and torch (~20 s more per process).
 bytecode=.venv/.foundry-ext-bytecode

@@ -471,3 +471,20 @@ def test_all_problems_of_a_file_at_once(tmp_path: Path, capsys: pytest.CaptureFi
         "scheduler.t_warmup",
     ]
     assert "FAILED: 5 problems" in out
+
+
+def test_a_bad_key_does_not_hide_a_problem_of_the_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """alpha_f and a typo are invalid; the valid durations still overlap in a 30-batch run: three lines."""
+    changes = {
+        "max_duration": "30ba",
+        **S(name="warmup_stable_decay", t_warmup="20ba", t_decay="0.5dur", alpha_f=1.5, decay_tpye="sqrt"),
+    }
+    config = make_config(tmp_path, changes)
+    assert main(["validate", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert sorted(line.split(": ")[1] for line in err.splitlines()) == [
+        "scheduler.alpha_f",
+        "scheduler.decay_tpye",
+        "scheduler.t_decay",
+    ]
+    assert "(= 20 + 15 > 30 ba)" in err

@@ -66,6 +66,7 @@ def _keys_line(model: Any) -> str:
 
 
 def _keys_table(model: Any) -> None:
+    from foundry_ext.config.durations import EXAMPLES
     from foundry_ext.schedules.base import describe_keys
 
     models = [model]
@@ -81,5 +82,6 @@ def _keys_table(model: Any) -> None:
             if row["key"] == "type":
                 continue
             default = "required" if row["required"] else f"default {row['default']!r}"
-            what = "; ".join(x for x in (default, row["allowed"]) if x)
+            allowed = row["allowed"].replace(f", e.g. {EXAMPLES}", "")
+            what = "; ".join(x for x in (default, allowed) if x)
             print(f"    {row['key']:<16} {what}" + (f": {row['description']}" if row["description"] else ""))

@@ -144,6 +144,7 @@ def _check_scheduler(block: dict[str, Any], found: Findings) -> ScheduleModel | 
         model = validate_block(block, "scheduler")
     except ConfigError as e:
         found.errors += e.problems
+        _check_run_without(block, e.problems, found)
         return None
     if model is None:
         found.notes.append(f"scheduler {name!r} comes from another package: its keys are checked when it is built")
@@ -159,6 +160,28 @@ def _check_scheduler(block: dict[str, Any], found: Findings) -> ScheduleModel | 
         if base_model is not None:
             _check_run(base_model, "scheduler.base", found)
     return model
+
+
+def _check_run_without(block: dict[str, Any], problems: list[Problem], found: Findings) -> None:
+    """Still check the run with the keys that are valid, so that one bad key does not hide another problem.
+
+    The keys a problem names are dropped (their defaults take their place); the run is checked only when no dropped
+    key is a duration, since a default duration could report an overlap the user's config does not have.
+    """
+    bad = {p.field.removeprefix("scheduler.").split(".")[0].split("[")[0] for p in problems}
+    if not bad or "" in bad or "name" in bad or "scheduler" in bad:
+        return
+    model_cls = SCHEDULE_MODELS.get(block["name"])
+    if model_cls is None or any(
+        k in model_cls.model_fields and "Duration" in str(model_cls.model_fields[k].annotation) for k in bad
+    ):
+        return
+    try:
+        model = validate_block({k: v for k, v in block.items() if k not in bad}, "scheduler")
+    except ConfigError:
+        return  # a cross-field problem among the valid keys: already reported with the first validation
+    if model is not None:
+        _check_run(model, "scheduler", found)
 
 
 def _check_run(model: ScheduleModel, path: str, found: Findings) -> None:
