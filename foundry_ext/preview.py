@@ -126,17 +126,25 @@ class ComposerPreview:
     """Any other scheduler: built through llm-foundry's registry, called on a real Composer ``State``."""
 
     def __init__(self, block: Mapping[str, Any], clock: RunClock, path: str = "scheduler") -> None:
+        import importlib
+
         import torch
         from composer.core import State
         from composer.devices import DeviceCPU
-        from llmfoundry import registry
 
         from foundry_ext.config.errors import yaml_path
 
         kwargs = {k: v for k, v in block.items() if k != "name"}
-        with yaml_path(path):
-            self.scheduler = registry.schedulers.get(block["name"])(**kwargs)
         model = validate_block(block, path)
+        if model is not None:  # a class we know: import it alone (llm-foundry's registry imports much more)
+            module, _, name = model.adapter.partition(":")
+            cls = getattr(importlib.import_module(module), name)
+        else:
+            from llmfoundry import registry
+
+            cls = registry.schedulers.get(block["name"])
+        with yaml_path(path):
+            self.scheduler = cls(**kwargs)
         self.model = model
         self.clock = clock
         bpe = clock.batches_per_epoch

@@ -53,12 +53,17 @@ def test_no_heavy_import(argv: list[str]) -> None:
     assert modules == set(), output
 
 
-def test_validate_imports_torch_only_for_a_torch_scheduler(tmp_path: Path) -> None:
+def with_scheduler(tmp_path: Path, block: str) -> Path:
     text = (ROOT / "yamls" / "tiny-wsd.yaml").read_text()
-    start = text.index("scheduler:")
+    start = text.index("\nscheduler:") + 1
     end = text.index("\n\n", start)
-    config = tmp_path / "torch.yaml"
-    config.write_text(text[:start] + "scheduler: {name: torch_lr_scheduler, type: StepLR, step_size: 10}" + text[end:])
+    config = tmp_path / "cfg.yaml"
+    config.write_text(text[:start] + f"scheduler: {block}" + text[end:])
+    return config
+
+
+def test_validate_imports_torch_only_for_a_torch_scheduler(tmp_path: Path) -> None:
+    config = with_scheduler(tmp_path, "{name: torch_lr_scheduler, type: StepLR, step_size: 10}")
     modules, output = loaded("validate", str(config))
     assert "OK: torch_lr_scheduler" in output
     assert modules == {"torch"}
@@ -73,3 +78,12 @@ def test_plot_of_this_package_s_schedule_imports_no_torch(tmp_path: Path) -> Non
 def test_version_names_the_stack() -> None:
     _, output = loaded("--version")
     assert output.startswith("foundry-ext ") and "composer 0.32" in output and "torch 2.7" in output
+
+
+def test_llm_foundry_s_own_schedule_validates_without_composer_and_plots_without_llm_foundry(tmp_path: Path) -> None:
+    config = with_scheduler(tmp_path, "{name: cosine_with_warmup, t_warmup: 20ba}")
+    modules, output = loaded("validate", str(config))
+    assert "OK: cosine_with_warmup" in output and modules == set()
+    modules, output = loaded("plot", str(config), "--out", str(tmp_path / "lr.png"))
+    assert "wrote" in output
+    assert "composer" in modules and "llmfoundry" not in modules  # Composer's formula: its class, not llm-foundry

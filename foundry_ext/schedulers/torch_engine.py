@@ -49,12 +49,30 @@ def _construct(spec: tuple[type, dict], optimizer: torch.optim.Optimizer) -> tor
     return cls(optimizer, **kwargs)
 
 
+class _LROnlyOptimizer(torch.optim.Optimizer):
+    """The private optimizer a torch scheduler drives: one param group with LR 1.0 (and SGD's momentum), no params.
+
+    ``Optimizer.__init__`` is not called: torch 2.7 decorates it with ``@torch._disable_dynamo``, which imports
+    ``torch._dynamo`` (3-6 s) on the first call, and ``foundry-ext validate``/``plot`` would pay that for an object
+    that only holds an LR. A scheduler reads and writes ``param_groups`` and ``defaults`` (``momentum`` for
+    ``cycle_momentum``) and wraps ``step``; that is all this provides. The torch parity tests
+    (``tests/test_torch_lr.py``) run every class on it against torch on a real SGD, bit for bit.
+    """
+
+    def __init__(self) -> None:
+        self.defaults = {"lr": 1.0, "momentum": 0.0, "dampening": 0.0, "weight_decay": 0.0, "nesterov": False}
+        self.state: dict = {}
+        self.param_groups = [{"params": [], **self.defaults}]
+        # torch warns at the first scheduler step unless optimizer.step() ran; this optimizer never steps
+        self._opt_called = True
+
+    def step(self, closure: Any = None) -> None:
+        del closure
+
+
 def _fresh(spec: tuple[type, dict]) -> torch_lr.LRScheduler:
-    """A new torch scheduler at step 0 on a dummy one-parameter SGD with base LR 1.0."""
-    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
-    # torch warns at the first scheduler step unless optimizer.step() ran; the dummy optimizer never steps.
-    optimizer._opt_called = True  # type: ignore[attr-defined]
-    return _construct(spec, optimizer)
+    """A new torch scheduler at step 0 on a private optimizer whose one param group has LR 1.0."""
+    return _construct(spec, _LROnlyOptimizer())
 
 
 def _get_lr(sched: torch_lr.LRScheduler) -> float:
