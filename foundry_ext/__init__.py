@@ -9,9 +9,10 @@ the ``foundry-ext`` command starts in a fraction of a second.
 
 from __future__ import annotations
 
-import importlib
 from importlib.metadata import PackageNotFoundError, version
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from foundry_ext._lazy import lazy_exports
 
 try:
     __version__ = version("foundry-ext")
@@ -43,15 +44,4 @@ if TYPE_CHECKING:
     from foundry_ext.schedulers.torch_lr import TorchLRScheduler
     from foundry_ext.schedulers.wsd import WarmupStableDecayScheduler
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'foundry_ext' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_EXPORTS])
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

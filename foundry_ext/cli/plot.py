@@ -133,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
     """Build, evaluate, print and draw the schedule."""
     from foundry_ext.config.durations import UnknownBatchesPerEpoch
     from foundry_ext.config.errors import ConfigError
-    from foundry_ext.config.train_yaml import load_train_config, one_line, optimizer_lr, run_clock
+    from foundry_ext.config.train_yaml import load_train_config, one_line, optimizer_lr, run_clock, summarize
     from foundry_ext.preview import PlateauPreview, Preview, build_schedule, simulate_plateau
 
     start = time.perf_counter()
@@ -198,7 +198,7 @@ def run(args: argparse.Namespace) -> int:
     time_lrs = [base_lr * schedule.multiplier(max(b - 1, 0)) for b in xs] if cuts else None
     eval_seconds = time.perf_counter() - eval_start
 
-    params = _summarize({k: v for k, v in block.items() if k != "name"})
+    params = summarize({k: v for k, v in block.items() if k != "name"})
     lr_text = "the multiplier (optimizer.lr is not set)" if lr is None else f"lr={lr:g}"
     print(f"{name} ({params or 'defaults'}); {lr_text}, max_duration={clock.max_duration} = batches 0 to {total - 1}")
     for line in text_chart(xs, lrs, total, [(m.label, m.batch) for m in marks]):
@@ -230,7 +230,7 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--csv {args.csv}: cannot write: {one_line(e)}") from None
         print(f"wrote {args.csv} ({len(xs)} rows)")
 
-    full = _summarize({k: v for k, v in block.items() if k != "name"}, limit=280)
+    full = summarize({k: v for k, v in block.items() if k != "name"}, limit=280)
     title = f"{name}: {full}" if full else f"{name} (defaults)"
     subtitle = f"{lr_text}, max_duration={clock.max_duration}"
     size = _render_png(
@@ -276,23 +276,6 @@ def sample_batches(total: int, points: int, exact: Iterable[int] = ()) -> list[i
     for b in exact:
         chosen.update(x for x in (b - 1, b, b + 1) if 0 <= x <= last)
     return sorted(chosen)
-
-
-def _summarize(kwargs: dict[str, Any], limit: int = 110) -> str:
-    """The given scheduler parameters as ``k=v, ...`` (nested blocks as ``name(k=v)``), cut at ``limit``."""
-
-    def show(value: Any) -> str:
-        if isinstance(value, dict):
-            inner = {k: v for k, v in value.items() if k != "name"}
-            return f"{value.get('name', '')}({_summarize(inner, limit=10_000)})"
-        if isinstance(value, float):
-            return f"{value:g}"
-        if isinstance(value, (list, tuple)):
-            return "[" + ", ".join(show(v) for v in value) + "]"
-        return str(value)
-
-    text = ", ".join(f"{k}={show(v)}" for k, v in kwargs.items())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _print_plateau(schedule: Any, metrics: list | None, cuts: list, skipped: int, ignored: int, base_lr: float) -> None:

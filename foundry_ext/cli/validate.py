@@ -124,9 +124,11 @@ def _evaluate(cfg: dict[str, Any], found: Any, warnings: list[str]) -> list[str]
 
 
 def _summary(cfg: dict[str, Any], found: Any) -> str:
+    from foundry_ext.config.train_yaml import summarize
+
     block = dict(cfg["scheduler"])
     name = block.pop("name")
-    params = ", ".join(f"{k}={_show(v)}" for k, v in block.items()) or "defaults"
+    params = summarize(block, limit=10_000) or "defaults"
     callbacks = cfg.get("callbacks") or {}
     n = len(callbacks)
     clock = found.clock
@@ -136,14 +138,3 @@ def _summary(cfg: dict[str, Any], found: Any) -> str:
     except Exception:  # batches unknown (epochs without a dataset size): the note says so
         pass
     return f"{name} ({params}), {length}, {n} callback{'s' if n != 1 else ''}"
-
-
-def _show(value: Any) -> str:
-    if isinstance(value, Mapping):
-        inner = ", ".join(f"{k}={_show(v)}" for k, v in value.items() if k != "name")
-        return f"{value.get('name', '')}({inner})"
-    if isinstance(value, float):
-        return f"{value:g}"
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_show(v) for v in value) + "]"
-    return str(value)

@@ -134,23 +134,20 @@ def validate_block(block: Mapping[str, Any], path: str = "scheduler") -> Schedul
     return build(model, {k: v for k, v in block.items() if k != "name"}, path)
 
 
+def _foreign(group: str, ours: Mapping[str, Any]) -> dict[str, str]:
+    """Names other installed distributions register in the entry-point ``group`` -> distribution name."""
+    return {
+        ep.name: ep.dist.name if ep.dist is not None else "?" for ep in entry_points(group=group) if ep.name not in ours
+    }
+
+
 @cache
 def foreign_scheduler_names() -> dict[str, str]:
     """Scheduler names other installed distributions register through entry points -> distribution name."""
-    names = {}
-    for ep in entry_points(group="llmfoundry_schedulers"):
-        dist = ep.dist.name if ep.dist is not None else "?"
-        if ep.name not in SCHEDULE_MODELS:
-            names[ep.name] = dist
-    return names
+    return _foreign("llmfoundry_schedulers", SCHEDULE_MODELS)
 
 
 @cache
 def foreign_callback_names() -> dict[str, str]:
     """Callback names other installed distributions register through entry points -> distribution name."""
-    names = {}
-    for ep in entry_points(group="llmfoundry_callbacks"):
-        dist = ep.dist.name if ep.dist is not None else "?"
-        if ep.name not in CALLBACK_MODELS:
-            names[ep.name] = dist
-    return names
+    return _foreign("llmfoundry_callbacks", CALLBACK_MODELS)

@@ -19,7 +19,7 @@ from typing import Any
 from foundry_ext.config.durations import Duration, DurationError, UnknownBatchesPerEpoch, parse
 from foundry_ext.config.errors import ConfigError
 
-__all__ = ["RunClock", "load_train_config", "max_duration", "one_line", "optimizer_lr", "run_clock"]
+__all__ = ["RunClock", "load_train_config", "max_duration", "one_line", "optimizer_lr", "run_clock", "summarize"]
 
 
 def one_line(error: BaseException) -> str:
@@ -28,6 +28,23 @@ def one_line(error: BaseException) -> str:
     if isinstance(error, KeyError) and error.args:
         text = f"missing key {error.args[0]!r}"
     return text or type(error).__name__
+
+
+def summarize(kwargs: Mapping[str, Any], limit: int = 110) -> str:
+    """A scheduler block's keys as ``k=v, ...`` (nested blocks as ``name(k=v)``), cut at ``limit`` characters."""
+
+    def show(value: Any) -> str:
+        if isinstance(value, Mapping):
+            inner = {k: v for k, v in value.items() if k != "name"}
+            return f"{value.get('name', '')}({summarize(inner, limit=10_000)})"
+        if isinstance(value, float):
+            return f"{value:g}"
+        if isinstance(value, (list, tuple)):
+            return "[" + ", ".join(show(v) for v in value) + "]"
+        return str(value)
+
+    text = ", ".join(f"{k}={show(v)}" for k, v in kwargs.items() if k != "name")
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def load_train_config(path: str, overrides: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:

@@ -6,8 +6,9 @@ are imported on first use (PEP 562), so the preview and the CLI can use the rule
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from foundry_ext._lazy import lazy_exports
 
 _EXPORTS = {
     "DEFAULT_MONITOR": "foundry_ext.schedules.plateau",
@@ -33,11 +34,4 @@ if TYPE_CHECKING:
     from foundry_ext.plateau.scheduler import ReduceLROnPlateauScheduler
     from foundry_ext.schedules.plateau import DEFAULT_MONITOR
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'foundry_ext.plateau' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -6,8 +6,7 @@ Each one validates its keys with its model (:mod:`foundry_ext.schedules`) and is
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from foundry_ext._lazy import lazy_exports
 
 _EXPORTS = {
     "COMPOSER_SCHEDULERS": "foundry_ext.schedulers.composer",
@@ -16,9 +15,4 @@ _EXPORTS = {
 }
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'foundry_ext.schedulers' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
