@@ -8,8 +8,11 @@ Hugging Face's are the installed ``transformers`` functions, called for real.
 from __future__ import annotations
 
 import itertools
+import json
 import math
+import re
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,6 +22,7 @@ from composer.devices import DeviceCPU
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from llmfoundry.utils.builders import build_scheduler
+from omegaconf import OmegaConf as om
 
 import tests.olmo_core_reference as olmo
 from foundry_ext import ConfigError
@@ -1070,3 +1074,80 @@ def test_inverse_sqrt_equals_llm_foundrys_inv_sqrt_with_warmup_without_cooldown(
     ours = InvSqrt(t_warmup="10ba", t_timescale="30ba", alpha_f=0.1)
     times = list(range(200))
     assert values(ours, "200ba", times) == pytest.approx(values(theirs, "200ba", times), rel=1e-12, abs=1e-15)
+
+
+# -- the example YAMLs: foundry-ext plot, and one real `composer train.py` run ---------------------------------------
+
+REPO = Path(__file__).resolve().parents[1]
+YAML_LR = 3.0e-3  # optimizer.lr of the tiny examples
+
+
+@pytest.mark.parametrize(
+    "name,example",
+    [
+        ("wsd_periods", "tiny-wsd-periods"),
+        ("inverse_sqrt", "tiny-inverse-sqrt"),
+        ("power", "tiny-power"),
+        ("stages", "tiny-stages"),
+    ],
+)
+def test_foundry_ext_plot_prints_the_lr_of_named_batches(
+    name: str, example: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``foundry-ext plot`` on the example: LR of batch b = lr * multiplier(b - 1), as the adapter computes it."""
+    from foundry_ext.cli import main
+
+    path = REPO / "yamls" / f"{example}.yaml"
+    block = dict(om.to_container(om.load(path).scheduler))  # type: ignore[arg-type]
+    assert block.pop("name") == name
+    scheduler = build_scheduler(name, block)
+    batches = [0, 1, 2, 20, 21, 22, 100, 101, 102, 176, 201, 226, 249]
+    argv = ["plot", str(path), "--out", str(tmp_path / "lr.png"), *[a for b in batches for a in ("--at", str(b))]]
+    assert main(argv) == 0
+    printed = {int(b): float(lr) for b, lr in re.findall(r"^batch (\d+): lr (\S+) ", capsys.readouterr().out, re.M)}
+    expected = values(scheduler, "250ba", [max(b - 1, 0) for b in batches])
+    assert printed == {b: YAML_LR * m for b, m in zip(batches, expected, strict=True)}
+    assert (tmp_path / "lr.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.slow
+def test_wsd_periods_trains_from_yaml_through_composer_train_py(run_composer: Any, tmp_path: Path) -> None:
+    """The stock llm-foundry path: ``composer train.py yamls/tiny-wsd-periods.yaml``, shortened to 2 periods of 16."""
+    run_composer(
+        REPO / "yamls" / "tiny-wsd-periods.yaml",
+        "max_duration=32ba",
+        "scheduler.periods=[16ba,16ba]",
+        "scheduler.peaks=[1.0,0.5]",
+        "scheduler.t_warmup=4ba",
+        "scheduler.t_decay=6ba",
+        "eval_interval=32ba",
+        "save_interval=16ba",
+        f"save_folder={tmp_path / 'checkpoints'}",
+        f"code_paths=[{REPO / 'tests' / 'jsonl_logger.py'}]",
+        f"loggers.jsonl.path={tmp_path / 'metrics.jsonl'}",
+        cwd=tmp_path,
+        timeout=240,
+    )
+    lr = {}
+    for line in (tmp_path / "metrics.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        if row["name"] == "lr-DecoupledAdamW/group0":
+            lr[row["step"]] = row["value"]
+    assert sorted(lr) == list(range(1, 33))  # lr_monitor logs at the end of each batch, at step = batches done
+    expected = curve(
+        {
+            "name": "wsd_periods",
+            "periods": ["16ba", "16ba"],
+            "peaks": [1.0, 0.5],
+            "t_warmup": "4ba",
+            "t_decay": "6ba",
+            "decay_type": "sqrt",
+            "alpha_f": 0.1,
+        },
+        32,
+    )
+    for step, value in lr.items():  # the LR of batch step - 1, which trained with the multiplier at step - 1
+        assert value == pytest.approx(YAML_LR * expected[step - 1], rel=1e-9, abs=1e-12), step
+    assert lr[17] == pytest.approx(YAML_LR * 0.1)  # the first period's decay reached alpha_f at timestamp 16
+    assert lr[18] == pytest.approx(YAML_LR * 0.5)  # the second period's peak
+    assert (tmp_path / "checkpoints" / "ep0-ba16-rank0.pt").exists()  # the checkpoint at the first period's end
