@@ -6,7 +6,7 @@ https://github.com/allenai/OLMo-core at commit fa6c5014c9f6e9ee789da2d9c20d5126f
 in the PyPI release ai2-olmo-core 3.0.0). Only the config plumbing is dropped (``Config``/``Registrable`` bases, the
 deprecated ``*_steps`` aliases, the ``t_max``-ignored warnings, the tensor branches): every line that computes an LR
 is OLMo-core's, in its order, so that a float difference would show. ``__post_init__`` checks are kept where a test
-relies on them.
+relies on them. ``scripts/check_olmo_core_reference.py`` checks this file against the released wheel, bit for bit.
 
 :func:`olmo_core_batch_lrs` is OLMo-core's training loop for the LR (``src/olmo_core/train/trainer.py``
 ``Trainer._fit_epoch``: ``self.global_step += 1`` before the batch trains, then

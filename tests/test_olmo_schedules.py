@@ -573,10 +573,26 @@ def test_warmup_stable_decay_equals_olmo_core_wsd(warmup: int, decay: int, alpha
     _close(ours, [ref.get_lr(1.0, t, 100) for t in range(101)])
 
 
+def test_where_olmo_core_differs_by_design() -> None:
+    """OLMo-core divides by zero for a decay of length 0 and extends PowerLR's tail past t_max; alpha_f holds here."""
+    with pytest.raises(ZeroDivisionError):
+        olmo.PowerLR(warmup=10, decay=0, decay_fraction=None, decay_min_lr=0.01).get_lr(1.0, 100, 100)
+    assert curve({"name": "power", "t_warmup": "10ba", "t_decay": "0ba", "alpha_f": 0.01}, 100)[100] == 0.01
+    tail = olmo.PowerLR(warmup=10, decay=20, decay_fraction=None, decay_min_lr=0.01)
+    assert tail.get_lr(1.0, 110, 100) < 0.0  # past max_steps (which OLMo-core's Trainer never reaches)
+    assert curve({"name": "power", "t_warmup": "10ba", "t_decay": "20ba", "t_max": "100ba", "alpha_f": 0.01}, 110)[
+        100:
+    ] == [0.01] * 11
+    with pytest.raises(ZeroDivisionError):
+        olmo.WSDS(period_lengths=[50, 50], warmup=5, decay=0).get_lr(1.0, 50, 100)
+    periods = curve({"name": "wsd_periods", "periods": ["50ba", "50ba"], "t_warmup": "5ba", "t_decay": "0ba"}, 100)
+    assert periods[49:52] == [1.0, 0.0, 1.0] and periods[100] == 0.0
+
+
 # -- parity with Hugging Face ----------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("warmup,timescale", [(10, None), (10, 25), (1, None), (0, 7), (50, 3)])
+@pytest.mark.parametrize("warmup,timescale", [(10, None), (10, 25), (1, None), (0, 7), (50, 3), (0, None)])
 def test_inverse_sqrt_equals_hugging_face(warmup: int, timescale: int | None) -> None:
     """``transformers.get_inverse_sqrt_schedule`` (alpha_i = alpha_f = 0), bit for bit."""
     from transformers import get_inverse_sqrt_schedule
@@ -586,6 +602,8 @@ def test_inverse_sqrt_equals_hugging_face(warmup: int, timescale: int | None) ->
     block: dict[str, Any] = {"name": "inverse_sqrt", "t_warmup": f"{warmup}ba"}
     if timescale is not None:
         block["t_timescale"] = f"{timescale}ba"
+    elif warmup == 0:  # Hugging Face's default time scale without a warmup
+        block["t_timescale"] = "10000ba"
     ours = curve(block, 300)
     assert ours == [hf.lr_lambdas[0](t) for t in range(301)]
 
