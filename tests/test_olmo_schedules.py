@@ -922,7 +922,7 @@ def test_runs_that_fit_are_not_warned_about(block: dict) -> None:
 
 
 def test_scale_schedule_ratio_keeps_the_warmup_unless_scale_warmup() -> None:
-    """As Composer's *_with_warmup schedulers: ssr 0.5 halves t_decay and t_max, the warmup only with scale_warmup."""
+    """As Composer's *_with_warmup schedulers: ssr 0.5 halves every duration, the warmup only with scale_warmup."""
     state = make_state("50ba")  # the Trainer has already scaled max_duration (100ba) by ssr
     kept = Power(t_warmup="10ba", b=-0.5, t_decay="20ba", t_max="100ba")
     scaled = Power(t_warmup="10ba", b=-0.5, t_decay="20ba", t_max="100ba", scale_warmup=True)
@@ -930,6 +930,15 @@ def test_scale_schedule_ratio_keeps_the_warmup_unless_scale_warmup() -> None:
     assert [scaled(at(state, t), 0.5) for t in (5, 20, 50)] == pytest.approx([1.0, 0.5, 0.0])
     periods = Periods(periods=["40ba", "60ba"], t_warmup="10ba", t_decay="20ba")
     assert [periods(at(state, t), 0.5) for t in (5, 10, 15, 20, 21, 50)] == pytest.approx([0.5, 1, 0.5, 0, 1, 0])
+    # t_timescale 8ba -> 4ba (the warmup is kept): 1 / sqrt((t + 4 - 4) / 4), 1/2 at 16
+    isqrt = InvSqrt(t_warmup="4ba", t_timescale="8ba")
+    assert [isqrt(at(state, t), 0.5) for t in (2, 4, 16)] == pytest.approx([0.5, 1.0, 0.5])
+    # every stage duration and the override are scaled: 20ba -> 10ba, override at 30ba -> 15ba over 10ba -> 5ba
+    stages = Stages(
+        stages=[{"duration": "20ba", "start": 0.0, "end": 1.0}],
+        override_decay={"start": "30ba", "duration": "10ba", "end": 0},
+    )
+    assert [stages(at(state, t), 0.5) for t in (5, 10, 15, 17, 20)] == pytest.approx([0.5, 1.0, 1.0, 0.6, 0.0])
 
 
 # -- a real Trainer: the LR of every batch ---------------------------------------------------------------------------

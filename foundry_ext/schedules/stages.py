@@ -75,12 +75,12 @@ class Stages(ScheduleModel):
 
     stages: list[Stage] = Field(
         description="the stages in order",
-        json_schema_extra={"x-allowed": "a list of {duration, end, shape, start} blocks (below), at least one"},
+        json_schema_extra={"x-allowed": "a list of {duration, end, shape, start} blocks, at least one"},
     )
     override_decay: OverrideDecay | None = Field(
         None,
         description="a decay from the multiplier at its start, whatever the stage",
-        json_schema_extra={"x-allowed": "a {start, duration, end, shape} block (below) or null"},
+        json_schema_extra={"x-allowed": "a {start, duration, end, shape} block, or null"},
     )
 
     @model_validator(mode="after")
