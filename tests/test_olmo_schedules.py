@@ -756,12 +756,12 @@ def test_stages_properties(stages: list[dict]) -> None:
         (
             "wsd_periods",
             {"periods": ["10ba", "10ba"], "peaks": [1.0, 0.2], "t_decay": "1ba", "alpha_f": 0.3},
-            r"scheduler\.alpha_f: 0\.3 is above the peak of period 1 \(0\.2\)",
+            r"scheduler\.alpha_f: 0\.3 is above peaks\[1\] \(0\.2\): that decay would rise",
         ),
         (
             "wsd_periods",
             {"periods": ["10ba"], "peaks": [0.5], "t_decay": "1ba", "alpha_i": 0.6},
-            r"scheduler\.alpha_i: 0\.6 is above the first peak \(0\.5\)",
+            r"scheduler\.alpha_i: 0\.6 is above peaks\[0\] \(0\.5\): the warmup would fall",
         ),
         (
             "wsd_periods",

@@ -93,13 +93,13 @@ class WSDPeriods(ScheduleModel):
                 problems.append(
                     Problem(
                         "alpha_f",
-                        f"{self.alpha_f:g} is above the peak of period {low} ({peaks[low]:g}): the decay would rise; "
-                        "need alpha_f <= every peak",
+                        f"{self.alpha_f:g} is above peaks[{low}] ({peaks[low]:g}): that decay would rise; need "
+                        "alpha_f <= every peak" + ("" if self.peaks is not None else " (1 without peaks)"),
                     )
                 )
             if self.alpha_i > peaks[0]:
                 problems.append(
-                    Problem("alpha_i", f"{self.alpha_i:g} is above the first peak ({peaks[0]:g}); need alpha_i <= it")
+                    Problem("alpha_i", f"{self.alpha_i:g} is above peaks[0] ({peaks[0]:g}): the warmup would fall")
                 )
         if not problems:
             durations = [*self.periods, self.t_warmup, *([self.t_decay] if self.t_decay is not None else [])]
