@@ -85,6 +85,18 @@ WSD = WarmupStableDecayScheduler
             id="warmup-sqrt",
         ),
         pytest.param(
+            WSD(t_warmup="10ba", t_decay="20ba", alpha_i=0.2, alpha_f=0.1),
+            ["0ba", "5ba", "9ba", "10ba", "90ba", "100ba"],
+            [0.2, 0.6, 0.92, 1.0, 0.55, 0.1],
+            id="warmup-from-alpha_i",
+        ),
+        pytest.param(
+            WSD(t_warmup="4ba", warmup_type="sqrt", alpha_i=0.5, t_decay="0ba"),
+            ["0ba", "3ba", "4ba"],
+            [0.5, 0.75, 1.0],
+            id="warmup-sqrt-from-alpha_i",
+        ),
+        pytest.param(
             WSD(t_warmup="0.1dur", t_decay="0.2dur", t_max="1dur"),
             ["5ba", "10ba", "90ba", "100ba"],
             [0.5, 1.0, 0.5, 0.0],
@@ -130,10 +142,11 @@ def test_scale_schedule_ratio(ssr: float, scale_warmup: bool, times: list[str], 
     assert [s(at(state, t), ssr) for t in times] == pytest.approx(expected)
 
 
+@pytest.mark.parametrize("min_lr_ratio", [0.0, 0.1, 0.35])
 @pytest.mark.parametrize("decay_type", ["linear", "sqrt", "cosine"])
 @pytest.mark.parametrize("warmup_type", ["linear", "cosine", "sqrt"])
-def test_matches_hugging_face_wsd(warmup_type: str, decay_type: str) -> None:
-    """Same shapes as transformers.get_wsd_schedule (its warmup starts at 0 when min_lr_ratio is 0, like Composer)."""
+def test_matches_hugging_face_wsd(warmup_type: str, decay_type: str, min_lr_ratio: float) -> None:
+    """transformers.get_wsd_schedule at every step: min_lr_ratio is alpha_i (warmup start) and alpha_f (floor)."""
     from transformers.optimization import get_wsd_schedule
 
     opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
@@ -145,12 +158,21 @@ def test_matches_hugging_face_wsd(warmup_type: str, decay_type: str) -> None:
         num_training_steps=100,
         warmup_type=hf_names.get(warmup_type, warmup_type),
         decay_type=hf_names.get(decay_type, decay_type),
-        min_lr_ratio=0.0,
+        min_lr_ratio=min_lr_ratio,
     )
     state = make_state("100ba")
-    ours = WSD(t_warmup="10ba", t_decay="30ba", warmup_type=warmup_type, decay_type=decay_type)
+    ours = WSD(
+        t_warmup="10ba",
+        t_decay="30ba",
+        warmup_type=warmup_type,
+        decay_type=decay_type,
+        alpha_i=min_lr_ratio,
+        alpha_f=min_lr_ratio,
+    )
     for step in range(101):
         assert ours(at(state, f"{step}ba")) == pytest.approx(hf.lr_lambdas[0](step), abs=1e-12), step
+    if min_lr_ratio > 0:  # the warmup starts at min_lr_ratio, not at 0
+        assert ours(at(state, "0ba")) == hf.lr_lambdas[0](0) == min_lr_ratio
 
 
 @settings(max_examples=200, deadline=None)
@@ -159,10 +181,13 @@ def test_matches_hugging_face_wsd(warmup_type: str, decay_type: str) -> None:
     decay=st.integers(0, 50),
     extra=st.integers(1, 100),
     alpha_f=st.floats(0, 1),
+    alpha_i=st.floats(0, 1),
     decay_type=st.sampled_from(["linear", "sqrt", "cosine", "square"]),
     warmup_type=st.sampled_from(["linear", "cosine", "sqrt"]),
 )
-def test_properties(warmup: int, decay: int, extra: int, alpha_f: float, decay_type: str, warmup_type: str) -> None:
+def test_properties(
+    warmup: int, decay: int, extra: int, alpha_f: float, alpha_i: float, decay_type: str, warmup_type: str
+) -> None:
     t_max = warmup + decay + extra
     state = make_state(f"{t_max + 10}ba")
     s = WSD(
@@ -170,12 +195,15 @@ def test_properties(warmup: int, decay: int, extra: int, alpha_f: float, decay_t
         t_decay=f"{decay}ba",
         t_max=f"{t_max}ba",
         alpha_f=alpha_f,
+        alpha_i=alpha_i,
         decay_type=decay_type,
         warmup_type=warmup_type,
     )
     values = [s(at(state, f"{t}ba")) for t in range(t_max + 10)]
     after = values[warmup:]
-    assert all(0.0 <= v <= 1.0 for v in values[:warmup])
+    assert all(alpha_i <= v <= 1.0 + 1e-12 for v in values[:warmup])
+    if warmup:
+        assert values[0] == alpha_i
     assert all(alpha_f - 1e-12 <= v <= 1.0 + 1e-12 for v in after)
     assert all(a <= b + 1e-12 for a, b in itertools.pairwise(values[: warmup + 1]))
     assert all(a >= b - 1e-12 for a, b in itertools.pairwise(after))
@@ -191,6 +219,7 @@ def test_properties(warmup: int, decay: int, extra: int, alpha_f: float, decay_t
         ({"t_max": "10sec"}, r"scheduler\.t_max: .*wall-clock"),
         ({"alpha_f": 1.5}, r"scheduler\.alpha_f: 1\.5 is out of range; expected a number in \[0, 1\]"),
         ({"alpha_f": "low"}, r"scheduler\.alpha_f: 'low' \(str\) is not a number; expected a number in \[0, 1\]"),
+        ({"alpha_i": -0.1}, r"scheduler\.alpha_i: -0\.1 is out of range; expected a number in \[0, 1\]"),
         ({"decay_type": "sqr"}, r"scheduler\.decay_type: 'sqr' is not allowed \(did you mean 'sqrt'\?\)"),
         ({"warmup_type": "exp"}, r"scheduler\.warmup_type: 'exp' is not allowed; allowed: linear, cosine, sqrt"),
         ({"decay_tpye": "sqrt"}, r"scheduler\.decay_tpye: unknown key \(did you mean 'decay_type'\?\)"),

@@ -195,6 +195,9 @@ def _item(annotation: Any) -> Any:
 
 def _model_in(annotation: Any) -> Any:
     annotation = _strip(annotation)
+    if get_origin(annotation) in (typing.Union, types.UnionType):  # an optional block, ``Model | None``
+        models = [a for a in map(_strip, get_args(annotation)) if isinstance(a, type) and issubclass(a, BaseModel)]
+        return models[0] if len(models) == 1 else None
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
     return None

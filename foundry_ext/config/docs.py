@@ -1,7 +1,8 @@
 """The key tables of ``docs/*.md``, generated from the config models so that they cannot drift.
 
 A table lives between ``<!-- keys: NAME -->`` and ``<!-- /keys -->`` (NAME a ``scheduler.name``, ``torch:Class``
-for a torch class's arguments, or ``callback:NAME``). ``tests/test_docs.py`` fails when a table differs from what
+for a torch class's arguments, ``callback:NAME``, or ``NAME.key`` for the keys of a nested block, e.g.
+``stages.override_decay``). ``tests/test_docs.py`` fails when a table differs from what
 the model says; ``python -m foundry_ext.config.docs docs/*.md`` rewrites them.
 """
 
@@ -11,6 +12,7 @@ import re
 import sys
 from pathlib import Path
 
+from foundry_ext.config.base import _item, _model_in
 from foundry_ext.config.durations import EXAMPLES
 from foundry_ext.config.registry import CALLBACK_MODELS, SCHEDULE_MODELS
 from foundry_ext.schedules.base import describe_keys
@@ -18,7 +20,7 @@ from foundry_ext.schedules.torch import TORCH_MODELS
 
 __all__ = ["BLOCK", "keys_table", "render", "stale_tables"]
 
-BLOCK = re.compile(r"(<!-- keys: (?P<name>[\w:]+) -->\n)(?P<body>.*?)(<!-- /keys -->)", re.DOTALL)
+BLOCK = re.compile(r"(<!-- keys: (?P<name>[\w:.]+) -->\n)(?P<body>.*?)(<!-- /keys -->)", re.DOTALL)
 
 
 def _model(name: str) -> type:
@@ -26,6 +28,9 @@ def _model(name: str) -> type:
         return TORCH_MODELS[name.removeprefix("torch:")]
     if name.startswith("callback:"):
         return CALLBACK_MODELS[name.removeprefix("callback:")]
+    if "." in name:  # a nested block: the model of a field (a list of blocks or an optional block)
+        owner, key = name.split(".", 1)
+        return _model_in(_item(SCHEDULE_MODELS[owner].model_fields[key].annotation))
     return SCHEDULE_MODELS[name]
 
 

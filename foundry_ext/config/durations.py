@@ -182,7 +182,8 @@ def resolve(
         name: convert(t, max_duration, dataloader_len, 1.0 if name in unscaled else ssr)
         for name, t in durations.items()
     }
-    units = {t.unit for t in converted.values()}
+    # a zero length is 0 in every unit: a default '0ba' warmup must not clash with durations in tokens
+    units = {t.unit for t in converted.values() if t.value != 0}
     if len(units) > 1:
         given = ", ".join(f"{prefix}.{n}={durations[n]} (-> {converted[n].unit})" for n in durations)
         raise ConfigError(

@@ -32,11 +32,24 @@ __all__ = [
 
 def _schedule_models() -> dict[str, type[ScheduleModel]]:
     from foundry_ext.schedules.composer import COMPOSER_MODELS, FOUNDRY_MODELS
+    from foundry_ext.schedules.inverse_sqrt import InverseSqrt
     from foundry_ext.schedules.plateau import ReduceLROnPlateau
+    from foundry_ext.schedules.power import Power
+    from foundry_ext.schedules.stages import Stages
     from foundry_ext.schedules.torch import TorchLR
     from foundry_ext.schedules.wsd import WarmupStableDecay
+    from foundry_ext.schedules.wsd_periods import WSDPeriods
 
-    ours: list[type[ScheduleModel]] = [WarmupStableDecay, *COMPOSER_MODELS.values(), TorchLR, ReduceLROnPlateau]
+    ours: list[type[ScheduleModel]] = [
+        WarmupStableDecay,
+        WSDPeriods,
+        InverseSqrt,
+        Power,
+        Stages,
+        *COMPOSER_MODELS.values(),
+        TorchLR,
+        ReduceLROnPlateau,
+    ]
     return {m.name: m for m in (*ours, *FOUNDRY_MODELS.values())}
 
 

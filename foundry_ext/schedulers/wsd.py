@@ -16,6 +16,7 @@ class WarmupStableDecayScheduler(ModelScheduler):
         t_decay (str | Time): Length of the final decay. Default = ``"0.2dur"``.
         t_max (str | Time): When the decay ends. Default = ``"1dur"``.
         alpha_f (float): Final multiplier, the LR floor as a fraction of the base LR, in [0, 1]. Default = ``0.0``.
+        alpha_i (float): Multiplier at which the warmup starts, in [0, 1]. Default = ``0.0``.
         decay_type (str): ``linear``, ``sqrt``, ``cosine`` or ``square``. Default = ``"linear"``.
         warmup_type (str): ``linear``, ``cosine`` or ``sqrt``. Default = ``"linear"``.
         scale_warmup (bool): Whether ssr also scales the warmup. Default = ``False``.

@@ -53,6 +53,11 @@ class ScheduleModel(ConfigModel):
         del d, run
         return []
 
+    def run_warnings(self, d: Mapping[str, int], run: RunContext) -> list[Problem]:
+        """Valid but suspicious settings that need the run (e.g. a schedule that ends before it); fields relative."""
+        del d, run
+        return []
+
     def marks(self, d: Mapping[str, int], units: Mapping[str, str], total: int) -> list[Mark]:
         """Named points of the schedule (warmup end, milestones, restarts, ...) as resolved times, for plots.
 
@@ -105,8 +110,9 @@ def run_check(
     """Resolve ``model``'s durations for a run and check what needs the run length.
 
     Errors: units that cannot be converted into each other (for this package's formulas), and the model's own
-    :meth:`~ScheduleModel.run_problems` (e.g. a WSD warmup and decay that overlap). Warnings: a warmup longer than the
-    run (the LR never reaches its peak). Both name the YAML field: ``scheduler.t_warmup: ...``.
+    :meth:`~ScheduleModel.run_problems` (e.g. a WSD warmup and decay that overlap). Warnings: the model's own
+    :meth:`~ScheduleModel.run_warnings`, and a warmup longer than the run (the LR never reaches its peak). Both name
+    the YAML field: ``scheduler.t_warmup: ...``.
 
     Raises:
         UnknownBatchesPerEpoch: a duration needs the batches per epoch and ``dataloader_len`` is None.
@@ -134,6 +140,10 @@ def run_check(
     check.errors = [
         Problem(join_path(path, [p.field] if p.field else []), p.message)
         for p in model.run_problems(resolved.values, run)
+    ]
+    check.warnings = [
+        Problem(join_path(path, [p.field] if p.field else []), p.message)
+        for p in (model.run_warnings(resolved.values, run) if not check.errors else [])
     ]
     warmup = model.warmup_field
     if warmup and warmup in resolved.values and units[warmup] == total.unit and resolved.values[warmup] > total.value:

@@ -47,7 +47,7 @@ class WarmupStableDecay(ScheduleModel):
 
     .. math::
         \alpha(t) = \begin{cases}
-            w(t / t_w), & t < t_w \\
+            \alpha_i + (1 - \alpha_i)\, w(t / t_w), & t < t_w \\
             1, & t_w \le t < t_{max} - t_d \\
             \alpha_f + (1 - \alpha_f)\, d(p), \; p = \frac{t - (t_{max} - t_d)}{t_d}, & t_{max} - t_d \le t < t_{max} \\
             \alpha_f, & t \ge t_{max}
@@ -57,7 +57,9 @@ class WarmupStableDecay(ScheduleModel):
     :math:`1 - \sqrt{1 - p}`. Decay shapes :math:`d(p)`: ``linear`` :math:`1 - p`, ``sqrt`` :math:`1 - \sqrt{p}`
     (the "1-sqrt" cooldown), ``cosine`` :math:`(1 + \cos \pi p) / 2`, ``square`` :math:`1 - p^2`.
 
-    Warmup follows Composer's convention: it starts at 0 (``t / t_warmup``), not at ``alpha_f``.
+    The warmup starts at ``alpha_i`` (default 0, Composer's convention: ``t / t_warmup``). With ``alpha_i`` equal to
+    Hugging Face's ``min_lr_ratio`` the warmup is ``get_wsd_schedule``'s; with ``alpha_i = warmup_min_lr / lr`` it is
+    OLMo-core's ``WSD`` warmup.
 
     ``scale_schedule_ratio`` (ssr) scales ``t_max`` and ``t_decay`` like every Composer duration, and ``t_warmup``
     only when ``scale_warmup`` is true, as Composer's ``*_with_warmup`` schedulers do. Durations in ``dur`` follow
@@ -77,6 +79,7 @@ class WarmupStableDecay(ScheduleModel):
     t_decay: NonNegativeDuration = Field(Duration(0.2, "dur"), description="length of the final decay")
     t_max: PositiveDuration = Field(Duration(1.0, "dur"), description="when the decay ends")
     alpha_f: float = Field(0.0, ge=0.0, le=1.0, description="final multiplier: the LR floor as a fraction of the LR")
+    alpha_i: float = Field(0.0, ge=0.0, le=1.0, description="multiplier at which the warmup starts")
     decay_type: Literal["linear", "sqrt", "cosine", "square"] = Field("linear", description="shape of the decay")
     warmup_type: Literal["linear", "cosine", "sqrt"] = Field("linear", description="shape of the warmup")
     scale_warmup: bool = Field(False, description="whether scale_schedule_ratio also scales t_warmup")
@@ -118,7 +121,7 @@ class WarmupStableDecay(ScheduleModel):
     def multiplier(self, t: int, d: Mapping[str, int]) -> float:
         t_warmup, t_decay, t_max = d["t_warmup"], d["t_decay"], d["t_max"]
         if t < t_warmup:
-            return warmup_shape(self.warmup_type, t / t_warmup)
+            return self.alpha_i + (1.0 - self.alpha_i) * warmup_shape(self.warmup_type, t / t_warmup)
         decay_start = t_max - t_decay
         if t < decay_start:
             return 1.0
