@@ -22,6 +22,8 @@ from typing import Any
 import pytest
 import torch
 from composer import Trainer
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from foundry_ext import ConfigError
 from foundry_ext.checkpoint import load_checkpoint_safely
@@ -154,6 +156,37 @@ def test_torch_reduce_lr_on_plateau_cases_through_the_trainer(
     assert final == pytest.approx(reference[-1], rel=1e-12)
     for g, target in enumerate(targets):
         assert abs(final[g] - target[evaluations - 1]) <= 1e-5
+
+
+group_params = st.integers(2, 3).flatmap(
+    lambda n: st.fixed_dictionaries(
+        {
+            "base_lrs": st.lists(st.sampled_from([0.5, 0.1, 0.05, 1e-3]), min_size=n, max_size=n),
+            "min_lr": st.one_of(
+                st.sampled_from([0.0, 1e-3, 0.02]),
+                st.lists(st.sampled_from([0.0, 1e-4, 1e-3, 0.02, 0.3]), min_size=n, max_size=n),
+            ),
+            "mode": st.sampled_from(["min", "max"]),
+            "factor": st.sampled_from([0.1, 0.5, 0.8]),
+            "patience": st.integers(0, 3),
+            "threshold_mode": st.sampled_from(["rel", "abs"]),
+            "cooldown": st.integers(0, 2),
+            "eps": st.sampled_from([1e-8, 1e-3]),
+        }
+    )
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(params=group_params, values=st.lists(st.integers(1, 6).map(float), min_size=1, max_size=50))
+def test_rule_matches_torch_per_group_for_random_sequences(params: dict, values: list[float]) -> None:
+    base_lrs = params.pop("base_lrs")
+    expected = torch_group_lrs(values, base_lrs, **params)
+    rule, state = PlateauRule(**params), PlateauState()
+    for i, value in enumerate(values):
+        rule.step(state, value, base_lrs)
+        got = [b * s for b, s in zip(base_lrs, state.scales(len(base_lrs)), strict=True)]
+        assert got == pytest.approx(expected[i], rel=1e-12), (i, values[: i + 1])
 
 
 def test_plateau8_groups_stop_at_their_own_min_lr() -> None:

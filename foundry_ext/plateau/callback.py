@@ -42,7 +42,9 @@ class ReduceLROnPlateauCallback(Callback):
 
     All the mutable plateau state lives here (:class:`PlateauState`) and is saved in Composer checkpoints under this
     class's ``__qualname__``; do not rename the class. The scheduler :class:`ReduceLROnPlateauScheduler` holds the
-    configuration and reads ``plateau.scale`` at every call.
+    configuration and reads each param group's scale (``plateau.scale_of(g)``) at every call. The saved state also
+    records those settings, so that a resume with another monitor or mode restarts the comparison (and other changes
+    are listed) at ``Event.FIT_START``.
 
     Listing it under ``callbacks:`` is optional (the scheduler attaches one); a listed one takes no arguments: the
     configuration is the scheduler's.
