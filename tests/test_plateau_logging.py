@@ -171,3 +171,14 @@ def test_tiny_plateau_run_shows_every_decision_in_mlflow_and_on_the_console(run_
         if cut:
             assert cut.start() < segment.index("[Eval batch=1/1] Eval on eval data:"), t
     assert "Train lr_plateau" not in console
+
+
+def test_a_standalone_evaluation_never_decides() -> None:
+    """Trainer.eval() outside fit() logs metrics but is not one of the run's evaluations: no plateau decision."""
+    scheduler = ReduceLROnPlateauScheduler(monitor=MONITOR, factor=0.5, patience=0)
+    trainer, _ = make_trainer([scheduler], max_duration="8ba", eval_values=[3.0] * 5, eval_interval="4ba")
+    trainer.fit()
+    before = (scheduler.callback.plateau.num_evals, scheduler.callback.plateau.cuts)
+    trainer.eval()
+    trainer.eval()
+    assert (scheduler.callback.plateau.num_evals, scheduler.callback.plateau.cuts) == before == (2, 1)
