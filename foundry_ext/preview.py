@@ -21,6 +21,7 @@ Composer ``State``.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -225,11 +226,17 @@ def simulate_plateau(
 ) -> tuple[list[PlateauCut], int]:
     """Replay ``metrics`` (``(timestamp, value)`` in order) through the scheduler's :class:`PlateauRule`.
 
-    As the adapter does, evaluations in warmup only record the value.
+    As the adapter does, evaluations in warmup only record the value. ``base_lrs`` are the LRs of the first param
+    groups (a plot shows group 0's): with a ``min_lr`` list, group ``g`` is floored at ``min_lr[g]``. The rule is
+    per group (each group's scale is cut and floored on its own, as torch does), so the first groups' scales do not
+    depend on the others.
 
     Returns:
-        The cuts, and how many evaluations fell in warmup.
+        The cuts (``cut.new_scale`` is group 0's scale), and how many evaluations fell in warmup.
     """
+    rule = schedule.rule
+    if isinstance(rule.min_lr, Sequence) and len(rule.min_lr) > len(base_lrs):
+        rule = dataclasses.replace(rule, min_lr=list(rule.min_lr[: len(base_lrs)]))
     plateau = PlateauState()
     cuts: list[PlateauCut] = []
     skipped = 0
@@ -238,7 +245,7 @@ def simulate_plateau(
             plateau.last_value = value
             skipped += 1
             continue
-        cut = schedule.rule.step(plateau, value, base_lrs)
+        cut = rule.step(plateau, value, base_lrs)
         if cut is not None:
             cuts.append(PlateauCut(t, cut))
     return cuts, skipped

@@ -65,8 +65,17 @@ class PlateauCallbackKeys(ConfigModel):
     )
 
 
+class ResumeCheckKeys(ConfigModel):
+    """``callbacks.schedule_resume_check``: takes no keys (this package's schedulers attach it themselves)."""
+
+    no_keys_hint: ClassVar[str] = "the callback takes no keys: list it as schedule_resume_check: {}"
+
+
 #: Callback name -> model of its keys, for this package's callbacks.
-CALLBACK_MODELS: dict[str, type[ConfigModel]] = {"reduce_lr_on_plateau": PlateauCallbackKeys}
+CALLBACK_MODELS: dict[str, type[ConfigModel]] = {
+    "reduce_lr_on_plateau": PlateauCallbackKeys,
+    "schedule_resume_check": ResumeCheckKeys,
+}
 
 #: llm-foundry 0.22's built-in callbacks: name -> (required keys, optional keys), ``train_config`` left out (llm-foundry
 #: passes it). Generated from its registry and checked against it by ``tests/test_config_registry.py``; ``None``

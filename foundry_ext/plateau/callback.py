@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import logging
 import math
+import sys
 import warnings
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 import torch
 from composer.core import Callback, State
@@ -14,7 +15,9 @@ from composer.utils import dist
 
 from foundry_ext.config.base import build
 from foundry_ext.config.errors import ConfigError
+from foundry_ext.config.notices import warn_once
 from foundry_ext.config.registry import PlateauCallbackKeys
+from foundry_ext.lr_lambdas import compiled_schedulers
 from foundry_ext.plateau.rule import Cut, PlateauState
 
 if TYPE_CHECKING:
@@ -26,13 +29,22 @@ log = logging.getLogger(__name__)
 
 _CALLBACK_FIELD = "callbacks.reduce_lr_on_plateau"
 
+#: Settings saved with the plateau state. A changed ``monitor`` or ``mode`` makes the saved ``best`` meaningless (it
+#: is a value of another metric, or better in the other direction): the comparison restarts. The others only change
+#: how later evaluations are judged or cut, and apply from the resume on.
+RESET_KEYS = ("monitor", "mode")
+APPLY_KEYS = ("threshold_mode", "threshold", "patience", "factor", "cooldown", "min_lr", "min_scale", "eps",
+              "check_interval")  # fmt: skip
+
 
 class ReduceLROnPlateauCallback(Callback):
     """Reads the monitored metric after evaluation and updates the plateau scale of its scheduler.
 
     All the mutable plateau state lives here (:class:`PlateauState`) and is saved in Composer checkpoints under this
     class's ``__qualname__``; do not rename the class. The scheduler :class:`ReduceLROnPlateauScheduler` holds the
-    configuration and reads ``plateau.scale`` at every call.
+    configuration and reads each param group's scale (``plateau.scale_of(g)``) at every call. The saved state also
+    records those settings, so that a resume with another monitor or mode restarts the comparison (and other changes
+    are listed) at ``Event.FIT_START``.
 
     Listing it under ``callbacks:`` is optional (the scheduler attaches one); a listed one takes no arguments: the
     configuration is the scheduler's.
@@ -46,7 +58,9 @@ class ReduceLROnPlateauCallback(Callback):
         self.plateau = PlateauState()
         self.scheduler: ReduceLROnPlateauScheduler | None = None
         self._restored = False
-        self._pending: float | None = None  # eval value seen at EVAL_END, decided at EVAL_AFTER_ALL
+        self._fit_started = False
+        self._saved_config: dict[str, Any] | None = None  # the settings the loaded state was made with
+        self._in_training_eval = False  # between EVAL_BEFORE_ALL and EVAL_AFTER_ALL: evaluations of fit()
         self._window_sum = 0.0  # train-loss monitor: synced losses since the last check
         self._window_count = 0
         self._label = ""
@@ -88,15 +102,27 @@ class ReduceLROnPlateauCallback(Callback):
 
     # -- events ----------------------------------------------------------------------------------------------------
 
+    def after_load(self, state: State, logger: Logger) -> None:
+        del logger  # unused
+        # Event.AFTER_LOAD ends Trainer.__init__ (with or without a checkpoint): from here on, anything that steps
+        # or evaluates the LambdaLR (the resume check at FIT_START, a user) sees one function per param group.
+        if self.scheduler is not None:  # a listed adapter without its scheduler fails at FIT_START, as documented
+            self._install_group_lambdas(state)
+
     def fit_start(self, state: State, logger: Logger) -> None:
         del logger  # unused
         scheduler = self._scheduler()
-        if state.timestamp.batch.value > 0 and not self._restored:
-            log.warning(
-                "reduce_lr_on_plateau: the checkpoint holds no plateau state (saved without foundry-ext?); "
-                "starting with fresh state (scale 1.0, no best value)",
-            )
-            warnings.warn("reduce_lr_on_plateau: no plateau state in the checkpoint; starting fresh", stacklevel=1)
+        if not self._fit_started:  # the first fit() after the Trainer was built (and loaded its checkpoint)
+            self._fit_started = True
+            if state.timestamp.batch.value > 0 and not self._restored:
+                log.warning(
+                    "reduce_lr_on_plateau: the checkpoint holds no plateau state (saved without foundry-ext?); "
+                    "starting with fresh state (scale 1.0, no best value)",
+                )
+                warnings.warn("reduce_lr_on_plateau: no plateau state in the checkpoint; starting fresh", stacklevel=1)
+            if self._restored:
+                self._compare_with_checkpoint(state)
+        self._install_group_lambdas(state)
         if scheduler.train_monitor:
             return
         available = sorted(
@@ -116,16 +142,22 @@ class ReduceLROnPlateauCallback(Callback):
                 f"{scheduler.monitor!r} is not produced by any evaluator; available: {', '.join(available)}",
             )
 
+    def eval_before_all(self, state: State, logger: Logger) -> None:
+        del state, logger  # unused
+        self._in_training_eval = True  # Trainer.eval() (standalone) runs neither this nor EVAL_AFTER_ALL
+
     def eval_end(self, state: State, logger: Logger) -> None:
-        del logger  # unused
-        if state.dataloader_label == self._label and self._metric in state.eval_metric_values:
-            self._pending = _as_float(state.eval_metric_values[self._metric])
+        # Decided here, not at EVAL_AFTER_ALL: Composer runs callbacks before loggers at every event but INIT, so
+        # lr_plateau/* reach the console logger before it prints this evaluation's block (and every logger at the
+        # evaluation's timestamp). No training happens between the evaluators, so the cut takes effect identically.
+        if not self._in_training_eval or state.dataloader_label != self._label:
+            return
+        if self._metric in state.eval_metric_values:
+            self._decide(state, logger, _as_float(state.eval_metric_values[self._metric]))
 
     def eval_after_all(self, state: State, logger: Logger) -> None:
-        if self._pending is None:
-            return
-        value, self._pending = self._pending, None
-        self._decide(state, logger, value)
+        del state, logger  # unused
+        self._in_training_eval = False
 
     def batch_end(self, state: State, logger: Logger) -> None:
         scheduler = self._scheduler()
@@ -163,24 +195,104 @@ class ReduceLROnPlateauCallback(Callback):
                 )
             cut = scheduler.rule.step(self.plateau, value, _base_lrs(state))
         if cut is not None:
-            _rescale_optimizer_lrs(state, cut.new_scale / cut.old_scale)
+            _rescale_optimizer_lrs(state, cut.old_scales, cut.new_scales)
+            if len(cut.new_scales) > 1:
+                scales = f"scales {_fmt(cut.old_scales)} -> {_fmt(cut.new_scales)} (one per param group)"
+            else:
+                scales = f"scale {cut.old_scale:.6g} -> {cut.new_scale:.6g}"
             message = (
-                f"reduce_lr_on_plateau: cut LR scale {cut.old_scale:.6g} -> {cut.new_scale:.6g} at {_when(state)}: "
+                f"reduce_lr_on_plateau: cut LR {scales} at {_when(state)}: "
                 f"{scheduler.monitor}={cut.value:.6g} has not improved on best {cut.best:.6g} for "
                 f"{cut.evals_waited} evaluations (patience {scheduler.rule.patience})"
             )
             log.info(message)
             if dist.get_global_rank() == 0:
-                print(message, flush=True)
+                # the console logger's stream, so the line lands next to this evaluation's block, not on another pipe
+                print(message, file=_console_stream(state), flush=True)
         best = self.plateau.best
-        logger.log_metrics(
-            {
-                "lr_plateau/scale": self.plateau.scale,
-                "lr_plateau/best": math.nan if best is None else best,
-                "lr_plateau/num_bad_evals": self.plateau.num_bad_evals,
-                "lr_plateau/cuts": self.plateau.cuts,
-            },
-        )
+        metrics: dict[str, float] = {
+            "lr_plateau/scale": self.plateau.scale,
+            "lr_plateau/best": math.nan if best is None else best,
+            "lr_plateau/num_bad_evals": self.plateau.num_bad_evals,
+            "lr_plateau/cuts": self.plateau.cuts,
+        }
+        groups = len(state.optimizers[0].param_groups) if state.optimizers else 1
+        if groups > 1:  # at every check, so each group's series is complete in every logger
+            metrics.update({f"lr_plateau/scale/group{g}": s for g, s in enumerate(self.plateau.scales(groups))})
+        logger.log_metrics(metrics)
+
+    # -- resume -----------------------------------------------------------------------------------------------------
+
+    def _config(self) -> dict[str, Any]:
+        """The settings saved with the state (plain values: the checkpoint is loaded with ``weights_only``)."""
+        config = self._scheduler().config
+        interval = config.check_interval
+        return {
+            "monitor": config.monitor,
+            "mode": config.mode,
+            "threshold_mode": config.threshold_mode,
+            "threshold": config.threshold,
+            "patience": config.patience,
+            "factor": config.factor,
+            "cooldown": config.cooldown,
+            "min_lr": list(config.min_lr) if isinstance(config.min_lr, list) else config.min_lr,
+            "min_scale": config.min_scale,
+            "eps": config.eps,
+            "check_interval": None if interval is None else str(interval),
+        }
+
+    def _compare_with_checkpoint(self, state: State) -> None:
+        """After a load: restart the comparison if monitor or mode changed; name every other changed setting."""
+        saved, now = self._saved_config, self._config()
+        at = f"batch {state.timestamp.batch.value}"
+        if saved is None:
+            warn_once(
+                "reduce_lr_on_plateau: the checkpoint's plateau state does not record its monitor and settings "
+                "(written by an older foundry-ext), so a changed monitor or mode cannot be detected; if you changed "
+                "them, reset the state with load_ignore_keys: [state/callbacks/ReduceLROnPlateauCallback]"
+            )
+            return
+        reset = [k for k in RESET_KEYS if k in saved and saved[k] != now[k]]
+        if reset:
+            p = self.plateau
+            dropped = f"best {p.best!r}" if p.best is not None else "no best yet"
+            warn_once(
+                f"reduce_lr_on_plateau: resumed at {at} with "
+                + ", ".join(f"{k} {now[k]!r} (the checkpoint's: {saved[k]!r})" for k in reset)
+                + f": the comparison restarts ({dropped}, {p.num_bad_evals} bad evaluations and cooldown "
+                f"{p.cooldown_counter} dropped); the LR scale {_scales(p.scales(len(_base_lrs(state))))} and "
+                f"{p.cuts} cuts are kept"
+            )
+            p.best, p.last_value, p.num_bad_evals, p.cooldown_counter = None, None, 0, 0
+            self._window_sum, self._window_count = 0.0, 0
+        changed = [k for k in APPLY_KEYS if k in saved and saved[k] != now[k]]
+        if changed:
+            warn_once(
+                f"reduce_lr_on_plateau: settings changed since the checkpoint apply from {at} on: "
+                + ", ".join(f"{k} {saved[k]!r} -> {now[k]!r}" for k in changed)
+                + f" (kept: {self.plateau.num_bad_evals} bad evaluations, cooldown {self.plateau.cooldown_counter})"
+            )
+
+    def _install_group_lambdas(self, state: State) -> None:
+        """Give Composer's ``LambdaLR`` one function per param group, so each group follows its own scale.
+
+        Composer compiles the scheduler into one lambda shared by all groups; ``LambdaLR`` takes a list
+        (``lr_lambdas``) and saves ``None`` for plain functions, so the checkpoint is unchanged. With one group the
+        shared lambda already is the group's.
+        """
+        if not state.optimizers or len(state.optimizers[0].param_groups) == 1:
+            return
+        scheduler = self._scheduler()
+        found = [c for c in compiled_schedulers(state) if c.scheduler is scheduler]
+        if not found:
+            raise ConfigError(
+                "scheduler.name",
+                "reduce_lr_on_plateau with several param groups needs the LambdaLR Composer compiles from it, and "
+                "none was found in state.schedulers (a Composer version this package does not know?)",
+            )
+        for compiled in found:
+            groups = len(compiled.lambda_lr.optimizer.param_groups)
+            compiled.lambda_lr.lr_lambdas = [_group_lambda(scheduler, state, compiled.ssr, g) for g in range(groups)]
 
     def _scheduler(self) -> ReduceLROnPlateauScheduler:
         if self.scheduler is None:
@@ -198,12 +310,15 @@ class ReduceLROnPlateauCallback(Callback):
             "plateau": self.plateau.to_dict(),
             "window_sum": self._window_sum,
             "window_count": self._window_count,
+            # what the state means: compared with the resumed run's settings at FIT_START
+            "config": self._config() if self.scheduler is not None else self._saved_config,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.plateau = PlateauState.from_dict(state["plateau"])
         self._window_sum = float(state.get("window_sum", 0.0))
         self._window_count = int(state.get("window_count", 0))
+        self._saved_config = state.get("config")  # None in checkpoints written before it was recorded
         self._restored = True
 
 
@@ -225,20 +340,50 @@ def _base_lrs(state: State) -> list[float]:
     return [float(g.get("initial_lr", g["lr"])) for g in groups]
 
 
-def _rescale_optimizer_lrs(state: State, ratio: float) -> None:
-    """Apply a cut to the LR of the batch about to run.
+def _rescale_optimizer_lrs(state: State, old: tuple[float, ...], new: tuple[float, ...]) -> None:
+    """Apply a cut to the LR of the batch about to run, group by group.
 
     Composer steps the LambdaLR at the end of each batch, before evaluation, so the LR of the next batch was computed
-    with the old scale. Multiplying it (and the scheduler's ``_last_lr``) by ``new/old`` is exactly what that step
-    would have produced with the new scale, since the multiplier is linear in the scale; later steps recompute from
-    the scheduler and carry the cut themselves.
+    with the old scales. Multiplying each group's LR (and the scheduler's ``_last_lr``) by ``new_g/old_g`` is what
+    that step would have produced with the new scales, since the multiplier is linear in the scale. This write lasts
+    one batch on purpose: the next step recomputes every LR from the scheduler, which carries the new scales.
     """
-    for group in state.optimizers[0].param_groups:
+    ratios = [n / o if n != o else 1.0 for o, n in zip(old, new, strict=True)]
+    for group, ratio in zip(state.optimizers[0].param_groups, ratios, strict=True):
         group["lr"] = group["lr"] * ratio
     for scheduler in state.schedulers:
         last = getattr(scheduler, "_last_lr", None)
-        if isinstance(last, list):
-            scheduler._last_lr = [lr * ratio for lr in last]
+        if isinstance(last, list) and len(last) == len(ratios):
+            scheduler._last_lr = [lr * ratio for lr, ratio in zip(last, ratios, strict=True)]
+
+
+def _group_lambda(scheduler: ReduceLROnPlateauScheduler, state: State, ssr: float, group: int) -> Any:
+    """A plain function (``LambdaLR`` saves ``None`` for it) giving param group ``group``'s multiplier."""
+
+    def lr_lambda(epoch: int) -> float:
+        del epoch  # like Composer's own lambda: the multiplier is a function of state.timestamp
+        return scheduler.group_multiplier(state, ssr, group)
+
+    return lr_lambda
+
+
+def _console_stream(state: State) -> TextIO:
+    """The stream of the run's ConsoleLogger (where Composer prints the evaluation's block), else stdout."""
+    from composer.loggers import ConsoleLogger
+
+    for callback in state.callbacks:
+        if isinstance(callback, ConsoleLogger):
+            return callback.stream  # type: ignore[return-value]
+    return sys.stdout
+
+
+def _fmt(values: Any) -> str:
+    return "[" + ", ".join(f"{v:.6g}" for v in values) + "]"
+
+
+def _scales(values: list[float]) -> str:
+    """One number while every group has the same scale, else one per group."""
+    return f"{values[0]:.6g}" if len(set(values)) == 1 else _fmt(values)
 
 
 def _when(state: State) -> str:

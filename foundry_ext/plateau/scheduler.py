@@ -111,9 +111,32 @@ class ReduceLROnPlateauScheduler(ModelScheduler):
             value *= self.base(state, ssr)
         return value
 
+    def group_multiplier(self, state: State, ssr: float, group: int) -> float:
+        """The multiplier of param group ``group``: ``time_multiplier(t) * s_group``."""
+        return self.time_multiplier(state, ssr) * self.callback.plateau.scale_of(group)
+
     def __call__(self, state: State, ssr: float = 1.0) -> float:
+        """The multiplier of param group 0 (of every group while they share one scale).
+
+        With several param groups the adapter gives Composer's ``LambdaLR`` one function per group
+        (:meth:`group_multiplier`) at ``Event.FIT_START``, so that each group can stop at its own ``min_lr``.
+        """
         self.last_ssr = ssr
         if self._state_id != id(state):  # first call on this Trainer (its LambdaLR is being built): attach
             self.callback = ReduceLROnPlateauCallback.attach(self, state)
+            self._check_param_groups(state)
             self._state_id = id(state)
         return self.time_multiplier(state, ssr) * self.callback.plateau.scale
+
+    def _check_param_groups(self, state: State) -> None:
+        """A ``min_lr`` list must have one value per param group: checked while the Trainer is built."""
+        min_lr = self.config.min_lr
+        if not state.optimizers or not isinstance(min_lr, list):
+            return
+        groups = len(state.optimizers[0].param_groups)
+        if len(min_lr) != groups:
+            raise ConfigError(
+                f"{self.path}.min_lr",
+                f"{min_lr!r} has {len(min_lr)} values but the optimizer has {groups} param group"
+                f"{'s' if groups != 1 else ''}; give one number for all groups, or exactly one per param group",
+            )

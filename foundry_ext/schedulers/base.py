@@ -19,6 +19,7 @@ from foundry_ext.config.base import build
 from foundry_ext.config.durations import Resolved, UnknownBatchesPerEpoch, max_duration_of, now
 from foundry_ext.config.errors import ConfigError, current_path
 from foundry_ext.config.notices import warn_once
+from foundry_ext.resume_check import ScheduleResumeCheck
 from foundry_ext.schedules.base import ScheduleModel, run_check
 
 __all__ = ["ModelScheduler", "RunResolver"]
@@ -27,15 +28,22 @@ __all__ = ["ModelScheduler", "RunResolver"]
 class RunResolver:
     """Resolves a model's durations for the state's run, once per ``(max_duration, dataloader_len, ssr)``."""
 
-    __slots__ = ("_key", "_resolved", "model", "path")
+    __slots__ = ("_key", "_resolved", "_state_id", "model", "path")
 
     def __init__(self, model: ScheduleModel, path: str) -> None:
         self.model = model
         self.path = path
         self._key: tuple | None = None
         self._resolved: Resolved | None = None
+        self._state_id: int | None = None
 
     def __call__(self, state: State, ssr: float) -> Resolved:
+        if id(state) != self._state_id:
+            # First call on this State: the Trainer is compiling its schedulers, before it loads a checkpoint.
+            # Every scheduler of this package passes here, so each run saves what schedule wrote its checkpoints
+            # and a resume whose LR does not continue the checkpoint's is announced (foundry_ext/resume_check.py).
+            self._state_id = id(state)
+            ScheduleResumeCheck.attach(state)
         md = state.max_duration
         key = (None if md is None else (md.value, md.unit), state.dataloader_len, ssr)
         if key == self._key:
