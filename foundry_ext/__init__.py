@@ -22,6 +22,11 @@ except PackageNotFoundError:  # running from a source tree that is not installed
 # public name -> the module that defines it
 _EXPORTS = {
     "ConfigError": "foundry_ext.config.errors",
+    "InverseSqrtScheduler": "foundry_ext.schedulers.inverse_sqrt",
+    "PowerScheduler": "foundry_ext.schedulers.power",
+    "ScheduleResumeCheck": "foundry_ext.resume_check",
+    "StagesScheduler": "foundry_ext.schedulers.stages",
+    "WSDPeriodsScheduler": "foundry_ext.schedulers.wsd_periods",
     "ReduceLROnPlateauCallback": "foundry_ext.plateau.callback",
     "ReduceLROnPlateauScheduler": "foundry_ext.plateau.scheduler",
     "TorchLRScheduler": "foundry_ext.schedulers.torch_lr",
@@ -30,9 +35,14 @@ _EXPORTS = {
 
 __all__ = [
     "ConfigError",
+    "InverseSqrtScheduler",
+    "PowerScheduler",
     "ReduceLROnPlateauCallback",
     "ReduceLROnPlateauScheduler",
+    "ScheduleResumeCheck",
+    "StagesScheduler",
     "TorchLRScheduler",
+    "WSDPeriodsScheduler",
     "WarmupStableDecayScheduler",
     "__version__",
 ]
@@ -41,7 +51,12 @@ if TYPE_CHECKING:
     from foundry_ext.config.errors import ConfigError
     from foundry_ext.plateau.callback import ReduceLROnPlateauCallback
     from foundry_ext.plateau.scheduler import ReduceLROnPlateauScheduler
+    from foundry_ext.resume_check import ScheduleResumeCheck
+    from foundry_ext.schedulers.inverse_sqrt import InverseSqrtScheduler
+    from foundry_ext.schedulers.power import PowerScheduler
+    from foundry_ext.schedulers.stages import StagesScheduler
     from foundry_ext.schedulers.torch_lr import TorchLRScheduler
     from foundry_ext.schedulers.wsd import WarmupStableDecayScheduler
+    from foundry_ext.schedulers.wsd_periods import WSDPeriodsScheduler
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
