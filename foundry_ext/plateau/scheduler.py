@@ -43,10 +43,11 @@ def build_base(block: Mapping[str, Any], path: str) -> ComposerScheduler:
 class ReduceLROnPlateauScheduler(ModelScheduler):
     """``reduce_lr_on_plateau``: the LR is multiplied by ``factor`` when a monitored metric stops improving.
 
-    The adapter reads the monitored value after each evaluation (``Event.EVAL_AFTER_ALL``), or every
-    ``check_interval`` for a train loss, applies :class:`PlateauRule` (torch's arithmetic), and saves its state in the
-    checkpoint. This scheduler attaches the adapter to the Trainer the first time it is called, unless one is already
-    in ``callbacks``; then it uses that one. Evaluations before ``t_warmup`` is over are logged but do not count.
+    The adapter reads the monitored value after each evaluation (the monitored evaluator's ``Event.EVAL_END``), or
+    every ``check_interval`` for a train loss, applies :class:`PlateauRule` (torch's arithmetic), and saves its state in
+    the checkpoint. This scheduler attaches the adapter to the Trainer the first time it is called, unless one is
+    already in ``callbacks``; then it uses that one. Evaluations before ``t_warmup`` is over are logged but do not
+    count.
 
     Args:
         monitor (str): Logged metric name. Default = ``"metrics/eval/LanguageCrossEntropy"``.
