@@ -49,6 +49,42 @@ def commands(tmp: Path) -> dict[str, list[str]]:
     }
 
 
+# What one `validate` spends its time on, phase by phase, in a fresh interpreter (seconds, perf_counter).
+BREAKDOWN = r"""
+import json, sys, time
+t0 = time.perf_counter()
+import omegaconf, pydantic, yaml  # noqa: F401
+t1 = time.perf_counter()
+from foundry_ext.config import preflight, train_yaml  # noqa: F401  (the models and the registry)
+from foundry_ext.cli import validate  # noqa: F401
+t2 = time.perf_counter()
+cfg = train_yaml.load_train_config(sys.argv[1])
+t3 = time.perf_counter()
+found = preflight.check_train_config(cfg)
+t4 = time.perf_counter()
+problems = validate._evaluate(cfg, found, [])
+t5 = time.perf_counter()
+print(json.dumps({"omegaconf, pydantic, yaml": t1 - t0, "foundry-ext's models and CLI": t2 - t1,
+                  "load and resolve the YAML": t3 - t2, "pre-flight checks": t4 - t3,
+                  "evaluate the schedule (first and last batch)": t5 - t4}))
+"""
+
+
+def breakdown(path: str, rounds: int) -> dict[str, float]:
+    """Median seconds per phase of validating ``path``, and the interpreter's own start-up."""
+    import json
+
+    runs = []
+    for _ in range(rounds + 1):
+        start = time.perf_counter()
+        done = subprocess.run([sys.executable, "-c", BREAKDOWN, path], cwd=ROOT, capture_output=True, text=True)
+        total = time.perf_counter() - start
+        phases = json.loads(done.stdout.splitlines()[-1])
+        phases["Python start-up and exit"] = total - sum(phases.values())
+        runs.append(phases)
+    return {k: statistics.median(r[k] for r in runs[1:]) for k in runs[0]}
+
+
 def wall(cmd: list[str]) -> float:
     start = time.perf_counter()
     subprocess.run(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
@@ -59,6 +95,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--only", nargs="*", help="only the commands whose label contains one of these words")
+    parser.add_argument("--breakdown", action="store_true", help="also: what validate spends its time on")
     args = parser.parse_args()
     baseline = [sys.executable, "-c", "import torch"]
     with tempfile.TemporaryDirectory() as tmp:

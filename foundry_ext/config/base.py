@@ -45,6 +45,7 @@ class ConfigModel(BaseModel):
         arbitrary_types_allowed=True,
         validate_default=False,
         use_attribute_docstrings=False,
+        defer_build=True,  # validators built on first use: the CLI loads every model but validates a few
     )
 
     #: Durations that ``scale_schedule_ratio`` does not scale (e.g. a warmup unless ``scale_warmup``).
