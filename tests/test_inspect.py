@@ -32,10 +32,10 @@ from foundry_ext.checkpoint import (
     MAX_PICKLE_BYTES,
     SHARDED_KEY,
     CheckpointError,
-    _walk_pickle,
     describe,
     load_checkpoint_safely,
 )
+from foundry_ext.checkpoint.pickle_check import walk_pickle
 from foundry_ext.cli import main
 from foundry_ext.plateau import ReduceLROnPlateauScheduler
 from tests.trainer_utils import BASE_LR, make_trainer
@@ -664,7 +664,7 @@ def _depth(checkpoint: Path) -> int:
     """The nesting depth of a zip checkpoint's data.pkl as the pre-unpickling walk measures it (a flat dict is 1)."""
     with zipfile.ZipFile(checkpoint) as archive:
         data = archive.read(next(n for n in archive.namelist() if n.endswith("/data.pkl")))
-    return _walk_pickle(io.BytesIO(data), checkpoint.name)
+    return walk_pickle(io.BytesIO(data), checkpoint.name)
 
 
 def test_nesting_up_to_the_limit_is_read(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -707,9 +707,9 @@ def test_container_filled_after_use_is_measured_exactly() -> None:
             + b"a0."  # a.append(it), pop a, p is the result
         )
 
-    assert _walk_pickle(io.BytesIO(late_fill(MAX_DEPTH - 2)), "late.pt") == MAX_DEPTH
+    assert walk_pickle(io.BytesIO(late_fill(MAX_DEPTH - 2)), "late.pt") == MAX_DEPTH
     with pytest.raises(CheckpointError, match=f"more than {MAX_DEPTH} levels deep"):
-        _walk_pickle(io.BytesIO(late_fill(MAX_DEPTH - 1)), "late.pt")
+        walk_pickle(io.BytesIO(late_fill(MAX_DEPTH - 1)), "late.pt")
 
 
 def test_reference_cycle_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

@@ -26,11 +26,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Load the checkpoint without trusting it and print what it holds."""
-    from foundry_ext.checkpoint import CheckpointError, describe, load_checkpoint_safely
+    # not describe yet: it imports torch, and a path that is not a torch file is refused without it
+    from foundry_ext.checkpoint import CheckpointError, load_checkpoint_safely
 
     try:
         checkpoint = load_checkpoint_safely(args.checkpoint)
     except CheckpointError as e:
         raise UsageError(" ".join(str(e).splitlines())) from None  # the messages are one line; keep it so
+    from foundry_ext.checkpoint import describe
+
     print(describe(checkpoint, args.checkpoint))
     return 0
