@@ -33,13 +33,16 @@ The names are imported on first use (PEP 562), and only :mod:`~foundry_ext.check
 :mod:`~foundry_ext.checkpoint.rows` import torch and numpy at their top (:mod:`~foundry_ext.checkpoint.sharded`
 and the legacy-format check in :mod:`~foundry_ext.checkpoint.pickle_check` where they need a torch name): a path
 refused before its bytes could be a torch file (text, empty, an image, a FIFO, a symlink loop, a missing path, a
-folder without ``.metadata``) is answered without importing torch (``tests/test_cli_startup.py``).
+folder without ``.metadata``) is answered without importing torch
+(``test_inspect_of_a_non_checkpoint_imports_no_torch``). ``describe`` itself imports torch: import it once the load
+has succeeded, as ``foundry-ext inspect`` does.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from foundry_ext._lazy import lazy_exports
 
 # public name -> the module that defines it
 _EXPORTS = {
@@ -70,15 +73,4 @@ if TYPE_CHECKING:
     from foundry_ext.checkpoint.rows import describe
     from foundry_ext.checkpoint.sharded import SHARDED_KEY
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'foundry_ext.checkpoint' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_EXPORTS])
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
