@@ -5,8 +5,9 @@ environment asks for it:
 
 * ``FAULT_WRITE_DELAY=S``: Composer's monolithic writer (``composer.utils.checkpoint._write_checkpoint_file``) is
   replaced by the same code, ``open(filename, "wb")`` then ``torch.save``, whose file object sleeps ``S`` seconds
-  before each 64 KiB it writes. The bytes written are torch's own, in torch's order; only the time between them
-  grows, so a 1.8 MB checkpoint spends ~28 * S seconds partially written.
+  before each new 64 KiB of the file. The bytes written are torch's own, in torch's order; only the time between
+  them grows, so a 1.8 MB checkpoint spends ~28 * S seconds partially written. ``FAULT_FIRST_WRITE_DELAY=S``
+  (default: the same) is the sleep before the first byte: how long the file exists with 0 bytes.
 * ``FAULT_SYMLINK_DELAY=S``: ``os.symlink`` sleeps ``S`` seconds before creating a link named ``latest-rank0.pt``.
   Composer calls it right after removing the old link, so the folder has no ``latest`` for ``S`` seconds.
 
@@ -20,22 +21,31 @@ import time
 from typing import Any
 
 _WRITE_DELAY = float(os.environ.get("FAULT_WRITE_DELAY", "0"))
+_FIRST_WRITE_DELAY = float(os.environ.get("FAULT_FIRST_WRITE_DELAY", _WRITE_DELAY))
 _SYMLINK_DELAY = float(os.environ.get("FAULT_SYMLINK_DELAY", "0"))
 _CHUNK = 64 * 1024
 
 
 class _SlowFile:
-    """A binary file that writes in 64 KiB pieces and sleeps before each one."""
+    """A binary file that sleeps before the first byte and before each new 64 KiB of the file."""
 
-    def __init__(self, raw: Any, delay: float) -> None:
-        self._raw, self._delay = raw, delay
+    def __init__(self, raw: Any, delay: float, first_delay: float) -> None:
+        self._raw, self._delay, self._first_delay = raw, delay, first_delay
+        self._written = 0
 
     def write(self, data: Any) -> int:
         view = memoryview(data).cast("B")
-        for start in range(0, len(view), _CHUNK):
-            time.sleep(self._delay)
-            self._raw.write(view[start : start + _CHUNK])
+        start = 0
+        while start < len(view):
+            if self._written == 0:
+                time.sleep(self._first_delay)
+            elif self._written % _CHUNK == 0:
+                time.sleep(self._delay)
+            end = min(len(view), start + _CHUNK - self._written % _CHUNK)  # up to the next 64 KiB boundary
+            self._raw.write(view[start:end])
             self._raw.flush()  # to the page cache now: the test sees the file grow
+            self._written += end - start
+            start = end
         return len(view)
 
     def flush(self) -> None:
@@ -51,7 +61,7 @@ if _WRITE_DELAY > 0:
     def _slow_write_checkpoint_file(state_dict: dict[str, Any], filename: str) -> None:
         if filename.endswith(".pt"):  # Composer's uncompressed branch, verbatim but for the file object
             with open(filename, "wb") as f:
-                torch.save(state_dict, _SlowFile(f, _WRITE_DELAY))
+                torch.save(state_dict, _SlowFile(f, _WRITE_DELAY, _FIRST_WRITE_DELAY))
         else:
             _original_write(state_dict, filename)
 

@@ -389,6 +389,19 @@ def test_time_variables_in_a_folder_part_are_refused() -> None:
         Layout(folder=Path("."), name="ba{batch}/model.pt")
 
 
+def test_compressed_checkpoints_are_refused_with_one_line(tmp_path: Path) -> None:
+    """Their end cannot be checked without decompressing them whole: the guard says so instead of guessing."""
+    with pytest.raises(ConfigError) as raised:
+        _trainer(
+            tmp_path / "checkpoints", guard=CheckpointGuard(), save_filename="ep{epoch}-ba{batch}-rank{rank}.pt.lz4"
+        )
+    assert str(raised.value) == (
+        "save_filename: 'ep{epoch}-ba{batch}-rank{rank}.pt.lz4' is compressed or a tar archive; "
+        "callbacks.checkpoint_guard checks uncompressed torch files (.pt) and sharded folders only: save uncompressed, "
+        "or remove the callback"
+    )
+
+
 # -- configuration ----------------------------------------------------------------------------------------------------
 
 

@@ -63,19 +63,19 @@ class CheckpointGuard(Callback):
         from composer.utils import dist
 
         outcome: list[Any] = [None]
+        error: Exception | None = None
         if dist.get_global_rank() == 0:
             try:
                 outcome[0] = ("ok", *self._repair(state))
-            except Exception as e:  # every rank raises the same error instead of hanging in the broadcast
-                outcome[0] = ("error", f"{type(e).__name__}: {e}", e)
+            except Exception as e:  # every rank raises instead of hanging in the broadcast; the text travels
+                error, outcome[0] = e, ("error", f"{type(e).__name__}: {e}")
         if dist.get_world_size() > 1:
             dist.broadcast_object_list(outcome, src=0)
         status, *payload = outcome[0]
+        if error is not None:
+            raise error
         if status == "error":
-            message, error = payload
-            if dist.get_global_rank() == 0:
-                raise error
-            raise RuntimeError(f"{FIELD}: rank 0 failed to check the save folder: {message}")
+            raise RuntimeError(f"{FIELD}: rank 0 failed to check the save folder: {payload[0]}")
         resume, latest, moved = payload
         self.resumed_from = resume
         if dist.get_global_rank() != 0:
