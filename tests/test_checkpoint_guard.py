@@ -331,6 +331,24 @@ def test_sharded_completeness(tmp_path: Path) -> None:
     assert "no .metadata (.metadata.tmp exists" in str(sharded_problem(folder))
 
 
+@pytest.mark.slow
+def test_sharded_folder_written_by_two_ranks(tmp_path: Path) -> None:
+    """Two processes (gloo) save one checkpoint: .metadata names both ranks' shard files, and each is checked."""
+    import torch.multiprocessing as mp
+
+    from tests.multirank import _free_port, write_sharded_checkpoint
+
+    folder = tmp_path / "ep0-ba8"
+    mp.spawn(write_sharded_checkpoint, args=(2, str(folder), _free_port()), nprocs=2)
+    assert sorted(p.name for p in folder.iterdir()) == [".metadata", "__0_0.distcp", "__1_0.distcp"]
+    assert sharded_problem(folder) is None
+    shard = folder / "__1_0.distcp"
+    shard.write_bytes(shard.read_bytes()[:-10])
+    assert "shard __1_0.distcp has" in str(sharded_problem(folder))
+    shard.unlink()
+    assert sharded_problem(folder) == "shard __1_0.distcp is missing"
+
+
 def test_sharded_metadata_is_never_executed(tmp_path: Path) -> None:
     marker = tmp_path / "ran"
 
@@ -400,6 +418,23 @@ def test_compressed_checkpoints_are_refused_with_one_line(tmp_path: Path) -> Non
         "callbacks.checkpoint_guard checks uncompressed torch files (.pt) and sharded folders only: save uncompressed, "
         "or remove the callback"
     )
+
+
+def test_other_ranks_wait_until_they_see_rank_0s_changes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rank that shares the folder waits for the new latest; one that does not see the folder does not wait."""
+    from foundry_ext.checkpoint_guard import callback
+
+    resume = tmp_path / "ep0-ba8-rank0.pt"
+    resume.write_bytes(b"x")
+    latest = tmp_path / "latest-rank0.pt"
+    monkeypatch.setattr(callback, "VISIBILITY_TIMEOUT_S", 0.3)
+    with pytest.raises(RuntimeError, match="still does not see rank 0's changes"):
+        callback._wait_until_visible(str(resume), str(latest), [])
+    latest.symlink_to(resume.name)
+    callback._wait_until_visible(str(resume), str(latest), [])  # visible: returns at once
+    with pytest.raises(RuntimeError, match="still does not see"):
+        callback._wait_until_visible(str(resume), str(latest), [str(resume)])  # a moved file still listed
+    callback._wait_until_visible(str(tmp_path / "elsewhere.pt"), str(latest), [])  # node-local: nothing to wait for
 
 
 # -- configuration ----------------------------------------------------------------------------------------------------

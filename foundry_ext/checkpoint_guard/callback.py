@@ -10,6 +10,7 @@ from typing import Any
 
 from composer.core import Callback, State
 from composer.loggers import Logger
+from composer.utils import dist
 
 from foundry_ext._config import ConfigError
 from foundry_ext.checkpoint_guard.config import FIELD, validate_config
@@ -56,12 +57,9 @@ class CheckpointGuard(Callback):
 
     def __init__(self, **kwargs: Any) -> None:
         self.config = validate_config(kwargs)
-        self.resumed_from: str | None = None  # what the guard left ``latest`` pointing at (all ranks), for tests
 
     def before_load(self, state: State, logger: Logger) -> None:
         del logger  # unused
-        from composer.utils import dist
-
         outcome: list[Any] = [None]
         error: Exception | None = None
         if dist.get_global_rank() == 0:
@@ -77,7 +75,6 @@ class CheckpointGuard(Callback):
         if status == "error":
             raise RuntimeError(f"{FIELD}: rank 0 failed to check the save folder: {payload[0]}")
         resume, latest, moved = payload
-        self.resumed_from = resume
         if dist.get_global_rank() != 0:
             _wait_until_visible(resume, latest, moved)
 
