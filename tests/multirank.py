@@ -77,7 +77,7 @@ def same_bits(a: float, b: float) -> bool:
     return a == b or (math.isnan(a) and math.isnan(b))
 
 
-def checkpoint_differences(a: Path, b: Path) -> list[str]:
+def checkpoint_differences(a: Path, b: Path, ignore: tuple[str, ...] = ()) -> list[str]:
     """Where two Composer checkpoints differ, comparing everything exactly except what records wall-clock time.
 
     Tensors with ``torch.equal`` (and the same dtype and shape), numpy arrays (the RNG state) with
@@ -86,11 +86,12 @@ def checkpoint_differences(a: Path, b: Path) -> list[str]:
     * every ``*_wct`` field (``total_wct``, ``batch_wct``, ...): wall-clock durations of the timestamp;
     * ``state/algorithms/<i>/1/repr``: an object's ``repr`` with its memory address;
     * in ``state/callbacks/CheckpointSaver``, the folder of each saved path (the two runs save to different
-      folders): the file names and their timestamps are compared.
+      folders): the file names and their timestamps are compared;
+    * any path that starts with one of ``ignore`` (``"/rng"``, say), left out by the caller, who says why.
     """
     found: list[str] = []
     _walk(load_checkpoint_safely(a), load_checkpoint_safely(b), "", found)
-    return found
+    return [line for line in found if not line.startswith(tuple(f"{prefix}/" for prefix in ignore))]
 
 
 # (path, timestamp) pairs of the checkpoints a run saved: the path's folder is the run's own

@@ -29,7 +29,9 @@ unchanged), so that each moment lasts long enough to hit. Asserted:
 * a checkpoint, once complete (``latest`` pointed at it, or it loaded after a kill), keeps its SHA-256 to the end;
   each partial file is in ``quarantine/`` with the bytes it had when the run was killed;
 * every final checkpoint equals the uninterrupted run's (:func:`tests.multirank.checkpoint_differences`: tensors,
-  optimizer, schedulers, callbacks, RNG, dataloader position, timestamp counters, exactly; wall-clock fields aside);
+  optimizer, schedulers, callbacks, dataloader position, timestamp counters, exactly; wall-clock fields aside), except
+  the saved RNG states of checkpoints written after a resume: Composer does not restore them when a streaming
+  dataset resumes mid-epoch (asserted, so that a fix in Composer shows up here; see docs/resume.md);
 * the LR of every batch and every eval loss, on both ranks, equal the uninterrupted run's bitwise, including the
   batches trained twice (before a kill and again after it).
 """
@@ -276,7 +278,14 @@ def test_kill_at_ten_moments_then_the_same_command_resumes_exactly(demo_data: Pa
     assert sorted(chain.checkpoints()) == [2, 4, 6, 8, 10, 12]
     assert chain.latest() == _name(12)
     for b in range(2, 13, 2):
-        assert checkpoint_differences(chain.folder / _name(b), ref_folder / _name(b)) == [], _name(b)
+        assert checkpoint_differences(chain.folder / _name(b), ref_folder / _name(b), ignore=("/rng",)) == [], b
+    # The RNG states are the exception, and not the guard's doing: when the train dataset resumes itself
+    # (StreamingDataset), Composer reseeds at load and never restores the saved RNG mid-epoch (Trainer._train_loop),
+    # so a process that resumed after the batch-3 evaluation has drawn one fewer number than the uninterrupted one.
+    # ep0-ba2/ba4 were written by a process that started from scratch; ep0-ba6 on by processes that resumed from
+    # ep0-ba4 or later. Nothing here draws from the RNG while training (no dropout), hence the bitwise checks.
+    rng_differs = [b for b in range(2, 13, 2) if checkpoint_differences(chain.folder / _name(b), ref_folder / _name(b))]
+    assert rng_differs == [6, 8, 10, 12], "Composer's RNG restore changed: update docs/resume.md"
 
     # LRs and eval losses bitwise, both ranks, every batch (read_metrics also checks re-trained batches agree)
     for rank in (0, 1):
