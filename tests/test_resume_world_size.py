@@ -7,11 +7,12 @@ at batch 10, ``global_train_batch_size`` 16 on either world size, ``eval_subset_
 * R21: ``composer -n 1`` resumed from U2's ``ep0-ba10-rank0.pt`` (``load_path``); R12: ``composer -n 2`` from U1's.
 
 Asserted: the resumed run's LR at every batch and its plateau state (scale, best, bad evaluations, cuts, cooldown)
-at every evaluation and in its final checkpoint equal the run it was saved from, bitwise. The eval losses are not
-asserted bitwise: training on another world size rounds differently (the weights end up a few float32 ulps apart),
-so every later loss differs in its last digits. Two more short runs show what ``eval_subset_num_batches`` does on
-*identical* weights (the initial ones, ``eval_first``): with ``-1`` (all 256 validation samples) one and two ranks
-give the same loss bitwise; with the YAML's ``1`` they do not, because each rank evaluates its own first batch.
+at every evaluation and in its final checkpoint equal the run it was saved from, bitwise. The eval losses agree to
+a few float32 ulps, not bitwise: training on another world size rounds differently (the weights end up a few ulps
+apart), and the eval metric sums in another grouping. On *identical* weights (the initial ones, ``eval_first``),
+``eval_subset_num_batches=-1`` (all 256 validation samples on any world size) gives losses one ulp apart at most,
+while the YAML's ``1`` (each rank evaluates its own first batch: 16 samples on one rank, 32 on two) gives values
+thousands of ulps apart (two more short runs).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -81,9 +83,10 @@ def test_world_size_change_continues_schedule_and_plateau_exactly(demo_data: Pat
         assert final_got.pop("last_value") != final_want.pop("last_value")  # an eval loss: see below
         assert final_got == final_want  # scale, best, num_bad_evals, cooldown_counter, cuts, num_evals
 
-        # The eval losses after the resume are close, not bitwise: the weights were trained on another world size.
+        # The eval losses after the resume agree to float32 rounding, not bitwise (measured: equal at 12 and 15,
+        # 2 ulps apart at 18): the weights were trained, and the losses summed, in another order.
         for step in (12, 15, 18):
-            assert abs(got[EVAL][step] / want[EVAL][step] - 1) < 1e-5, (step, got[EVAL][step], want[EVAL][step])
+            assert abs(got[EVAL][step] - want[EVAL][step]) <= 8 * _ulp(want[EVAL][step]), (step, got[EVAL], want[EVAL])
         weights = [
             load_checkpoint_safely(run / "checkpoints" / "ep0-ba18-rank0.pt")["state"]["model"]
             for run in (saved_by, resumed)
@@ -92,10 +95,16 @@ def test_world_size_change_continues_schedule_and_plateau_exactly(demo_data: Pat
         assert differ, "training on another world size gave bitwise identical weights: update docs/resume.md"
 
     # What eval_subset_num_batches does, on identical weights (the initial ones, evaluated first):
-    # with -1 every sample is evaluated once on any world size, and the loss is the same bitwise ...
+    # with -1 both world sizes evaluate the same 256 samples, and the losses agree to float32 rounding (measured: one
+    # ulp apart; the metric's float32 sum is accumulated per rank, then all-reduced: another grouping) ...
     first = [read_metrics(run / "metrics-rank0.jsonl")[EVAL][0] for run in (u1, u2)]
-    assert same_bits(*first), first
+    assert abs(first[0] - first[1]) <= 2 * _ulp(first[0]), first
     # ... with 1 (the YAML's value) each rank evaluates its own first batch: 16 samples on 1 rank, 32 on 2
     one = [_run(tmp_path, f"e{n}", n, demo_data, "max_duration=1ba", "save_folder=null") for n in (1, 2)]
     first = [read_metrics(run / "metrics-rank0.jsonl")[EVAL][0] for run in one]
-    assert not same_bits(*first) and abs(first[0] / first[1] - 1) > 1e-4, first
+    assert abs(first[0] / first[1] - 1) > 1e-4, first  # thousands of ulps: different samples
+
+
+def _ulp(value: float) -> float:
+    """The spacing of float32 numbers at ``value``: the metric is a float32."""
+    return float(np.spacing(np.float32(abs(value))))
