@@ -402,6 +402,15 @@ def test_latest_outside_the_naming_is_left_as_is(reference: Path, tmp_path: Path
     assert result.actions == [] and "left as is" in result.note
 
 
+def test_latest_that_is_a_file_is_never_replaced(reference: Path, tmp_path: Path) -> None:
+    folder = _copy(reference, tmp_path, "ep0-ba4-rank0.pt", "ep0-ba8-rank0.pt")
+    shutil.copyfile(reference / "ep0-ba4-rank0.pt", folder / "latest-rank0.pt")
+    result = plan(Layout(folder=folder, name="ep{epoch}-ba{batch}-rank0.pt"))
+    apply(result)
+    assert result.actions == [] and result.note.endswith("latest-rank0.pt is not a symlink; left as is")
+    assert _sha(folder / "latest-rank0.pt") == _sha(reference / "ep0-ba4-rank0.pt")
+
+
 def test_time_variables_in_a_folder_part_are_refused() -> None:
     with pytest.raises(ValueError, match="last part of a checkpoint's name only"):
         Layout(folder=Path("."), name="ba{batch}/model.pt")

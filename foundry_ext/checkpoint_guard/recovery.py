@@ -157,6 +157,9 @@ def plan(layout: Layout, problem: Callable[[Path], str | None] = default_problem
     if layout.latest is None:
         return result
     link = layout.folder / layout.latest
+    if link.exists() and not link.is_symlink():  # not Composer's: a copy, perhaps a whole checkpoint; never replaced
+        result.note = f"checkpoint_guard: {link} is not a symlink; left as is"
+        return result
     current = os.readlink(link) if link.is_symlink() else None
     target = (link.parent / current).resolve() if current is not None else None
     named = {path.resolve() for _, path in found}
