@@ -24,7 +24,7 @@ import torch
 from foundry_ext.checkpoint import load_checkpoint_safely
 from tests.launcher import COMPOSER, REPO, TRAIN_PY
 
-__all__ = ["checkpoint_differences", "kill", "launch", "read_metrics", "same_bits"]
+__all__ = ["checkpoint_differences", "kill", "launch", "lost_shm_race", "read_metrics", "same_bits"]
 
 JSONL_LOGGER = REPO / "tests" / "jsonl_logger.py"
 FAULT_HOOKS = REPO / "tests" / "fault_hooks.py"
@@ -46,6 +46,16 @@ def launch(
         return subprocess.Popen(
             [*cmd, *overrides], cwd=REPO, env=full_env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
         )
+
+
+def lost_shm_race(output: str) -> bool:
+    """True when a launch failed only because another job on this machine took the same shared-memory name.
+
+    ``StreamingDataset`` registers its datasets under the first free ``/dev/shm/<prefix>_locals`` name: it lists the
+    names, then creates one (``streaming/base/shared/prefix.py``), and another StreamingDataset job starting in
+    between gets the same one. Not something the tests look at; such a launch is simply started again.
+    """
+    return re.search(r"FileExistsError: \[Errno 17\] File exists: '/\d+_locals'", output) is not None
 
 
 def kill(proc: subprocess.Popen) -> None:

@@ -56,6 +56,7 @@ from tests.multirank import (
     checkpoint_differences,
     kill,
     launch,
+    lost_shm_race,
     read_metrics,
     same_bits,
 )
@@ -108,6 +109,7 @@ class Chain:
     reference_sizes: dict[int, int]
     complete: dict[str, str] = field(default_factory=dict)  # name -> SHA-256 when first seen complete
     partial: list[str] = field(default_factory=list)  # SHA-256 of each file a kill left incomplete
+    last_partial: dict[int, str] = field(default_factory=dict)  # batch -> SHA-256 of its incomplete file, last seen
 
     def size(self, batch: int) -> int | None:
         try:
@@ -224,7 +226,12 @@ def test_kill_at_ten_moments_then_the_same_command_resumes_exactly(demo_data: Pa
         ("ep0-ba12 written, latest removed", unlinked_after(12)),
     ]
     expected_start: int | None = 0  # the batch the next launch must resume from (0: from scratch)
-    for i, (what, moment) in enumerate([*moments, ("never: runs to its end", None)], start=1):
+    retried: set[int] = set()
+    launches = [*moments, ("never: runs to its end", None)]
+    i = 0
+    while i < len(launches):
+        what, moment = launches[i]
+        i += 1
         log = tmp_path / f"launch{i}.log"
         offset = chain.metrics.stat().st_size if chain.metrics.exists() else 0
         t0 = time.perf_counter()
@@ -241,6 +248,10 @@ def test_kill_at_ten_moments_then_the_same_command_resumes_exactly(demo_data: Pa
             kill(proc)
         output = log.read_text()
         timings.append(f"K{i} {time.perf_counter() - t0:.0f}s")
+        if not killed and proc.returncode != 0 and lost_shm_race(output) and i not in retried:
+            retried.add(i)  # another job on this machine took the same /dev/shm name: not a checkpoint matter
+            i -= 1  # the same launch again
+            continue
         if moment is not None:
             assert killed, f"launch {i} ended (status {proc.returncode}) before '{what}':\n{output[-4000:]}"
         else:
@@ -255,8 +266,10 @@ def test_kill_at_ten_moments_then_the_same_command_resumes_exactly(demo_data: Pa
         found = chain.checkpoints()
         loadable = {b for b, path in found.items() if _loads(path)}
         for b in sorted(set(found) - loadable):
-            chain.partial.append(_sha(found[b]))
             assert b == max(found), f"an incomplete {_name(b)} that is not the newest file"
+            if chain.last_partial.get(b) != (sha := _sha(found[b])):  # not the one a start killed early left alone
+                chain.partial.append(sha)
+            chain.last_partial[b] = sha
         for b in sorted(loadable):
             chain.complete.setdefault(_name(b), _sha(found[b]))
         for name, sha in chain.complete.items():  # never modified, moved or deleted
