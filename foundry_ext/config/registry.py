@@ -72,10 +72,17 @@ class ResumeCheckKeys(ConfigModel):
 
 
 #: Callback name -> model of its keys, for this package's callbacks.
-CALLBACK_MODELS: dict[str, type[ConfigModel]] = {
-    "reduce_lr_on_plateau": PlateauCallbackKeys,
-    "schedule_resume_check": ResumeCheckKeys,
-}
+def _callback_models() -> dict[str, type[ConfigModel]]:
+    from foundry_ext.checkpoint_guard.config import CheckpointGuardConfig
+
+    return {
+        "reduce_lr_on_plateau": PlateauCallbackKeys,
+        "schedule_resume_check": ResumeCheckKeys,
+        "checkpoint_guard": CheckpointGuardConfig,
+    }
+
+
+CALLBACK_MODELS: dict[str, type[ConfigModel]] = _callback_models()
 
 #: llm-foundry 0.22's built-in callbacks: name -> (required keys, optional keys), ``train_config`` left out (llm-foundry
 #: passes it). Generated from its registry and checked against it by ``tests/test_config_registry.py``; ``None``

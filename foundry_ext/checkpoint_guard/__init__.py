@@ -1,0 +1,28 @@
+"""Kill a run at any moment and run the same command again: it resumes (``callbacks.checkpoint_guard``).
+
+Composer writes a checkpoint in place and then replaces the ``latest`` symlink (remove, create). A kill during the
+write leaves a partial checkpoint that blocks every restart with ``save_overwrite: false`` (``FileExistsError: ...
+may conflict with a future checkpoint``); a kill between remove and create leaves no ``latest``, and autoresume
+starts from scratch. :class:`CheckpointGuard` repairs both before the Trainer looks (docs/resume.md).
+
+Modules: :mod:`.config` (the YAML keys, pydantic), :mod:`.integrity` (is a checkpoint complete?),
+:mod:`.recovery` (the decision on a folder, no Composer), :mod:`.callback` (the Composer callback).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from foundry_ext._lazy import lazy_exports
+
+_EXPORTS = {
+    "CheckpointGuard": "foundry_ext.checkpoint_guard.callback",
+    "CheckpointGuardConfig": "foundry_ext.checkpoint_guard.config",
+}
+__all__ = ["CheckpointGuard", "CheckpointGuardConfig"]
+
+if TYPE_CHECKING:
+    from foundry_ext.checkpoint_guard.callback import CheckpointGuard
+    from foundry_ext.checkpoint_guard.config import CheckpointGuardConfig
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -1,0 +1,151 @@
+"""Is a checkpoint complete? Exact checks that read a few KB instead of loading the checkpoint.
+
+Monolithic file (``torch.save``, a zip archive). torch's writer appends the records one after the other, then the
+central directory and the end-of-central-directory record (EOCD, with no comment), and only then closes the file.
+A write cut short at any byte therefore lacks an EOCD at its very end. :func:`file_problem` requires:
+
+1. the EOCD signature exactly 22 bytes before the end, with a zero-length comment (torch writes none);
+2. a central directory that :mod:`zipfile` parses at the place the EOCD (or its zip64 record) names;
+3. every record's data lying before the central directory, and a ``data.pkl`` record whose CRC32 matches
+   (a few KB to a few hundred KB: the pickled structure, not the tensors).
+
+``full=True`` also reads every record and checks its CRC32 (:meth:`zipfile.ZipFile.testzip`): the whole file. That
+catches what a kill cannot cause but a power loss can: a file of the right size whose pages never reached the disk
+(Composer does not ``fsync`` monolithic checkpoints).
+
+Sharded folder (``torch.distributed.checkpoint`` with ``FileSystemWriter``). Each rank writes its
+``__<rank>_0.distcp`` files; once every rank has reported, the coordinator pickles the ``.metadata`` to
+``.metadata.tmp``, fsyncs it and renames it to ``.metadata``. :func:`sharded_problem` requires a ``.metadata`` that
+unpickles (with an allow-list of the dataclasses that module writes, nothing else) and every shard file it names to
+be at least ``offset + length`` bytes long for each of its items. The shards are fsynced before they are reported
+(``sync_files=True``, the default), so sizes are exact here.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import struct
+import zipfile
+from pathlib import Path
+from typing import Any
+
+__all__ = ["file_problem", "problem", "sharded_problem"]
+
+_EOCD = struct.Struct("<4s4H2LH")  # signature, disk numbers, entry counts, cd size, cd offset, comment length
+_EOCD_SIGNATURE = b"PK\x05\x06"
+_LOCAL_HEADER_SIZE = 30
+
+
+def problem(path: str | os.PathLike[str], *, full: bool = False) -> str | None:
+    """``None`` when the checkpoint at ``path`` (a file or a sharded folder) is complete, else why it is not."""
+    path = Path(path)
+    if path.is_dir():
+        return sharded_problem(path)
+    return file_problem(path, full=full)
+
+
+def file_problem(path: str | os.PathLike[str], *, full: bool = False) -> str | None:
+    """``None`` when the ``torch.save`` file at ``path`` was written to its end, else the reason (one phrase)."""
+    try:
+        size = os.path.getsize(path)
+        if size < _EOCD.size:
+            return f"{size} bytes: a torch checkpoint is at least {_EOCD.size}"
+        with open(path, "rb") as f:
+            f.seek(size - _EOCD.size)
+            signature, *_, comment_length = _EOCD.unpack(f.read(_EOCD.size))
+            if signature != _EOCD_SIGNATURE or comment_length != 0:
+                return f"{size} bytes and no end-of-archive record at its end: the write was cut short"
+            with zipfile.ZipFile(f) as archive:
+                return _records_problem(archive, full=full)
+    except (OSError, zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, struct.error, ValueError) as e:
+        return f"not a readable torch zip file ({type(e).__name__}: {e})"
+
+
+def _records_problem(archive: zipfile.ZipFile, *, full: bool) -> str | None:
+    infos = archive.infolist()
+    pickles = [i for i in infos if i.filename.endswith("/data.pkl") or i.filename == "data.pkl"]
+    if not pickles:
+        return "a zip file without data.pkl: not written by torch.save"
+    # zipfile's start_dir: where the central directory begins once any prefix is accounted for
+    central_directory = archive.start_dir  # type: ignore[attr-defined]
+    for info in infos:
+        end = info.header_offset + _LOCAL_HEADER_SIZE + len(info.filename.encode()) + info.compress_size
+        if end > central_directory:
+            return f"record {info.filename} runs into the central directory: the file is inconsistent"
+    if full:
+        bad = archive.testzip()
+        return None if bad is None else f"record {bad} fails its CRC32 check"
+    try:
+        archive.read(pickles[0])  # zipfile checks the CRC32 at the end of the read
+    except zipfile.BadZipFile:
+        return f"record {pickles[0].filename} fails its CRC32 check"
+    return None
+
+
+def sharded_problem(folder: str | os.PathLike[str]) -> str | None:
+    """``None`` when the sharded checkpoint ``folder`` is complete, else the reason (one phrase)."""
+    folder = Path(folder)
+    metadata_path = folder / ".metadata"
+    if not metadata_path.is_file():
+        tmp = " (.metadata.tmp exists: the coordinator was writing it)" if (folder / ".metadata.tmp").exists() else ""
+        return f"no .metadata{tmp}: not every rank had finished its shard"
+    try:
+        with open(metadata_path, "rb") as f:
+            metadata = _MetadataUnpickler(f).load()
+    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, ImportError, OSError) as e:
+        return f".metadata does not unpickle ({type(e).__name__}: {e})"
+    storage = getattr(metadata, "storage_data", None)
+    if not isinstance(storage, dict):
+        return ".metadata has no storage_data: not written by FileSystemWriter"
+    needed: dict[str, int] = {}
+    for info in storage.values():
+        relative = getattr(info, "relative_path", None)
+        if not isinstance(relative, str) or os.path.isabs(relative) or ".." in Path(relative).parts:
+            return f".metadata names a shard outside the folder: {relative!r}"
+        needed[relative] = max(needed.get(relative, 0), int(info.offset) + int(info.length))
+    for relative, length in sorted(needed.items()):
+        try:
+            size = (folder / relative).stat().st_size
+        except FileNotFoundError:
+            return f"shard {relative} is missing"
+        if size < length:
+            return f"shard {relative} has {size} of at least {length} bytes: its write was cut short"
+    return None
+
+
+# The dataclasses torch.distributed.checkpoint pickles into .metadata (torch 2.7); anything else is refused.
+_METADATA_GLOBALS = {
+    ("torch.distributed.checkpoint.metadata", name)
+    for name in (
+        "Metadata",
+        "MetadataIndex",
+        "ChunkStorageMetadata",
+        "TensorStorageMetadata",
+        "BytesStorageMetadata",
+        "TensorProperties",
+        "StorageMeta",
+        "_MEM_FORMAT_ENCODING",
+    )
+} | {
+    ("torch.distributed.checkpoint.filesystem", "_StorageInfo"),
+    ("torch.serialization", "_get_layout"),
+    ("torch", "Size"),
+    ("pathlib", "PosixPath"),
+    ("pathlib", "WindowsPath"),
+    ("collections", "OrderedDict"),
+}
+
+
+class _MetadataUnpickler(pickle.Unpickler):
+    """Resolves only the classes in :data:`_METADATA_GLOBALS` and torch dtypes: no code from the file runs."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) in _METADATA_GLOBALS:
+            return super().find_class(module, name)
+        if module == "torch":
+            import torch  # only for sharded folders, where training has imported it already
+
+            if isinstance(getattr(torch, name, None), torch.dtype):
+                return getattr(torch, name)
+        raise pickle.UnpicklingError(f"refusing to unpickle {module}.{name} from a checkpoint's .metadata")
