@@ -16,6 +16,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "validate": ("foundry_ext.cli.validate", "build the scheduler and callbacks of a train YAML without a model"),
     "plot": ("foundry_ext.cli.plot", "draw the LR schedule of a train YAML to a PNG and the terminal"),
     "inspect": ("foundry_ext.cli.inspect", "show the time, LRs, schedulers and plateau state of a checkpoint"),
+    "lr-find": ("foundry_ext.cli.lr_find", "LR range test with the model and data of a train YAML; suggests an LR"),
 }
 
 

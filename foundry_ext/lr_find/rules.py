@@ -1,0 +1,166 @@
+r"""Smoothing, the stop test and the LR suggestion rules of the range test, as pure functions of the recorded points.
+
+The loss is smoothed by the bias-corrected exponential moving average that fastai and PyTorch Lightning use:
+
+.. math::
+    a_i = \beta a_{i-1} + (1 - \beta)\, \ell_i, \quad a_{-1} = 0, \qquad s_i = \frac{a_i}{1 - \beta^{i+1}}
+
+Every rule reads the smoothed loss :math:`s_i` against the LR :math:`lr_i` that batch :math:`i` trained with, over
+the window its own framework uses (points before it and after it are skipped), keeping finite points only:
+
+- ``steepest`` (PyTorch Lightning up to 2.5.3, ``_LRFinder.suggestion``; fastai's ``steep``): the LR of the most
+  negative :math:`\partial s / \partial \ln lr`, as ``torch.gradient`` computes it (central differences, one-sided at
+  the ends) on the evenly log-spaced points; window: skip 10 points at the start and 1 at the end.
+- ``steepest_linear`` (PyTorch Lightning from 2.5.4): the same, but the gradient is taken against :math:`lr` itself
+  (``torch.gradient(losses, spacing=[lrs])``), which favours small LRs on a log ramp; same window.
+- ``minimum`` (fastai's ``minimum``): :math:`lr_{\arg\min s} / 10`; window: skip ``batches // 10`` points at the
+  start and 5 at the end, cut at the first non-finite loss.
+- ``valley`` (fastai's ``valley``, its default): the longest decreasing subsequence of :math:`s` ("the valley"),
+  :math:`[k_0, k_1]`; the LR at :math:`k_0 + \lfloor (k_1 - k_0) / 3 \rfloor + \lfloor (k_1 - k_0) / 6 \rfloor`, about
+  half-way down it; fastai's window.
+
+A rule with fewer than 2 points in its window has no suggestion (``None``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = [
+    "DEFAULT_RULE",
+    "RULES",
+    "RuleResult",
+    "minimum",
+    "should_stop",
+    "smooth",
+    "steepest",
+    "steepest_linear",
+    "suggest_all",
+    "valley",
+]
+
+# The rule the tool suggests with; chosen by bench/bench_lr_find.py (docs/benchmarks.md, "LR range test").
+DEFAULT_RULE = "valley"
+DIVERGENCE_FACTOR = 4.0  # fastai's and Lightning's: stop once the smoothed loss exceeds 4x its minimum so far
+
+
+@dataclass(frozen=True)
+class RuleResult:
+    """A rule's suggestion: ``lr`` (None when its window is too short) and ``batch``, the point it read."""
+
+    lr: float | None
+    batch: int | None
+
+
+def smooth(losses: Sequence[float], beta: float) -> list[float]:
+    r"""The bias-corrected EMA :math:`s_i` of ``losses`` (see the module docstring); non-finite once a loss is."""
+    avg = 0.0
+    out = []
+    for i, loss in enumerate(losses):
+        avg = beta * avg + (1.0 - beta) * loss
+        out.append(avg / (1.0 - beta ** (i + 1)))
+    return out
+
+
+def should_stop(smoothed: Sequence[float], factor: float = DIVERGENCE_FACTOR) -> bool:
+    r"""Whether to stop after the last point: :math:`s_i` not finite, or :math:`s_i > f \cdot \min_{j \le i} s_j`."""
+    last = smoothed[-1]
+    if not math.isfinite(last):
+        return True
+    return last > factor * min(smoothed)
+
+
+def _window(n: int, begin: int, end: int) -> range:
+    return range(begin, max(begin, n - end))
+
+
+def _finite(idx: range, values: Sequence[float]) -> list[int]:
+    return [i for i in idx if math.isfinite(values[i])]
+
+
+def _until_first_non_finite(idx: range, values: Sequence[float]) -> list[int]:
+    kept = []
+    for i in idx:
+        if not math.isfinite(values[i]):
+            break
+        kept.append(i)
+    return kept
+
+
+def steepest(lrs: Sequence[float], smoothed: Sequence[float], skip_begin: int = 10, skip_end: int = 1) -> RuleResult:
+    """Lightning (<= 2.5.3): the LR of the most negative gradient of the smoothed loss against the point index.
+
+    The ramp is evenly spaced in ``ln lr`` from batch 1 on, so this is the steepest descent against ``ln lr``.
+    """
+    idx = _finite(_window(len(smoothed), skip_begin, skip_end), smoothed)
+    if len(idx) < 2:
+        return RuleResult(None, None)
+    grads = np.gradient(np.array([smoothed[i] for i in idx], dtype=np.float64))
+    best = idx[int(np.argmin(grads))]
+    return RuleResult(float(lrs[best]), best)
+
+
+def steepest_linear(
+    lrs: Sequence[float], smoothed: Sequence[float], skip_begin: int = 10, skip_end: int = 1
+) -> RuleResult:
+    """Lightning (>= 2.5.4): the LR of the most negative gradient of the smoothed loss against the LR itself."""
+    idx = _finite(_window(len(smoothed), skip_begin, skip_end), smoothed)
+    deduped: list[int] = []
+    for i in idx:  # batches 0 and 1 train at the same LR (Composer's timing): a zero spacing has no gradient
+        if not deduped or lrs[i] != lrs[deduped[-1]]:
+            deduped.append(i)
+    if len(deduped) < 2:
+        return RuleResult(None, None)
+    losses = np.array([smoothed[i] for i in deduped], dtype=np.float64)
+    grads = np.gradient(losses, np.array([lrs[i] for i in deduped], dtype=np.float64))
+    best = deduped[int(np.argmin(grads))]
+    return RuleResult(float(lrs[best]), best)
+
+
+def minimum(lrs: Sequence[float], smoothed: Sequence[float], batches: int, skip_end: int = 5) -> RuleResult:
+    """The rule ``minimum`` of fastai: a tenth of the LR at the minimum of the smoothed loss; fastai's window."""
+    idx = _until_first_non_finite(_window(len(smoothed), batches // 10, skip_end), smoothed)
+    if len(idx) < 2:
+        return RuleResult(None, None)
+    best = min(idx, key=lambda i: smoothed[i])
+    return RuleResult(float(lrs[best]) / 10.0, best)
+
+
+def valley(lrs: Sequence[float], smoothed: Sequence[float], batches: int, skip_end: int = 5) -> RuleResult:
+    """The rule ``valley`` of fastai (its default): half-way down the longest decreasing run of the smoothed loss."""
+    idx = _until_first_non_finite(_window(len(smoothed), batches // 10, skip_end), smoothed)
+    if len(idx) < 2:
+        return RuleResult(None, None)
+    losses = [smoothed[i] for i in idx]
+    n = len(losses)
+    # fastai's O(n^2) longest-decreasing-subsequence scan, kept as written (start = end - length, as in fastai)
+    lds = [1] * n
+    max_start = max_end = 0
+    for i in range(1, n):
+        for j in range(i):
+            if losses[i] < losses[j] and lds[i] < lds[j] + 1:
+                lds[i] = lds[j] + 1
+            if lds[max_end] < lds[i]:
+                max_end = i
+                max_start = max_end - lds[max_end]
+    sections = (max_end - max_start) / 3
+    # fastai's start can be -1 (a valley from the first point); clamped, so that a 2-point window does not index -1
+    best = idx[max(0, max_start + int(sections) + int(sections / 2))]
+    return RuleResult(float(lrs[best]), best)
+
+
+RULES = ("valley", "minimum", "steepest", "steepest_linear")
+
+
+def suggest_all(lrs: Sequence[float], smoothed: Sequence[float], batches: int) -> dict[str, RuleResult]:
+    """Every rule's suggestion, keyed by name (:data:`RULES`); ``batches`` is the planned length (``--batches``)."""
+    return {
+        "valley": valley(lrs, smoothed, batches),
+        "minimum": minimum(lrs, smoothed, batches),
+        "steepest": steepest(lrs, smoothed),
+        "steepest_linear": steepest_linear(lrs, smoothed),
+    }
