@@ -43,13 +43,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--json", metavar="FILE.json", help="also write the summary (suggested_lr, rule, every rule's...)"
     )
     parser.add_argument(
-        "--beta", default="0.98", metavar="B", help="smoothing of the loss (EMA factor in [0, 1); default: 0.98)"
+        "--beta", default=None, metavar="B", help="smoothing of the loss (EMA factor in [0, 1); default: 0.8)"
+    )
+    parser.add_argument(
+        "--reading",
+        default=None,
+        metavar="READING",
+        help="lag-matched (default: each smoothed loss read at the LRs averaged the same way) or batch-lr (at its "
+        "batch's LR, as fastai and Lightning do); see docs/cli.md",
     )
     parser.add_argument(
         "--rule",
         default=None,
         metavar="RULE",
-        help="the rule to suggest with: valley (default, see docs/cli.md), minimum, steepest, steepest_linear",
+        help="the rule to suggest with: minimum (default, see docs/cli.md), valley, steepest, steepest_linear",
     )
 
 
@@ -63,8 +70,9 @@ def _number(option: str, text: str) -> float:
     return value
 
 
-def _options(args: argparse.Namespace) -> tuple[float, float, int, float, str]:
-    from foundry_ext.lr_find.rules import DEFAULT_RULE, RULES
+def _options(args: argparse.Namespace) -> tuple[float, float, int, float, str, str]:
+    from foundry_ext.lr_find.rules import DEFAULT_BETA, DEFAULT_RULE, RULES
+    from foundry_ext.lr_find.runner import READINGS
 
     lr_min, lr_max = _number("--min", args.min), _number("--max", args.max)
     if lr_min >= lr_max:
@@ -76,24 +84,27 @@ def _options(args: argparse.Namespace) -> tuple[float, float, int, float, str]:
     if batches < MIN_BATCHES:
         raise UsageError(f"--batches {batches}: too few for a range test; at least {MIN_BATCHES}")
     try:
-        beta = float(args.beta)
+        beta = DEFAULT_BETA if args.beta is None else float(args.beta)
     except ValueError:
         beta = math.nan
     if not 0.0 <= beta < 1.0:
-        raise UsageError(f"--beta {args.beta}: must be a number in [0, 1), e.g. 0.98")
+        raise UsageError(f"--beta {args.beta}: must be a number in [0, 1), e.g. {DEFAULT_BETA}")
     rule = args.rule or DEFAULT_RULE
     if rule not in RULES:
         raise UsageError(f"--rule {rule}: unknown; one of {', '.join(RULES)}")
+    reading = args.reading or READINGS[0]
+    if reading not in READINGS:
+        raise UsageError(f"--reading {reading}: unknown; one of {', '.join(READINGS)}")
     for option, path in (("--out", args.out), ("--csv", args.csv), ("--json", args.json)):
         folder = os.path.dirname(os.path.abspath(path)) if path else None
         if folder is not None and not os.path.isdir(folder):
             raise UsageError(f"{option} {path}: the folder {folder} does not exist")
-    return lr_min, lr_max, batches, beta, rule
+    return lr_min, lr_max, batches, beta, rule, reading
 
 
 def run(args: argparse.Namespace) -> int:
     """Check the options, load the YAML, run the range test, print and write what it found."""
-    lr_min, lr_max, batches, beta, rule = _options(args)  # before the slow imports: bad options fail fast
+    lr_min, lr_max, batches, beta, rule, reading = _options(args)  # before the slow imports: bad options fail fast
 
     from composer.utils import dist
 
@@ -110,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
     if rank0:
         print(
             f"lr-find: {args.config}: {batches} batches, lr {lr_min:g} -> {lr_max:g} (exponential), smoothing beta "
-            f"{beta:g}, through llm-foundry's train() with the YAML's model, data and optimizer",
+            f"{beta:g} ({reading} reading), through llm-foundry's train() with the YAML's model, data and optimizer",
             flush=True,
         )
         ignored = ignored_keys(cfg)
@@ -121,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
                 flush=True,
             )
     try:
-        result = lr_find(cfg, lr_min, lr_max, batches, beta=beta, rule=rule)
+        result = lr_find(cfg, lr_min, lr_max, batches, beta=beta, rule=rule, reading=reading)
     except TrainLoaderTooShortError as e:
         raise UsageError(str(e)) from None
 
@@ -132,9 +143,12 @@ def run(args: argparse.Namespace) -> int:
             print(f"ran {result.batches_run}/{batches} batches without divergence (stopped_early: false)")
         i = result.min_loss_batch
         if i is not None:
-            print(f"minimum of the smoothed loss: {result.smoothed[i]:.4f} at lr {result.lrs[i]:.3e} (batch {i})")
+            print(
+                f"minimum of the smoothed loss: {result.smoothed[i]:.4f} at lr {result.read_lrs[i]:.3e} (batch {i}, "
+                f"{reading} reading)"
+            )
         print(
-            "suggestions: "
+            f"suggestions ({reading} reading): "
             + ", ".join(
                 f"{name} {'-' if r.lr is None else f'{r.lr:.3e}'}{' (used)' if name == result.rule else ''}"
                 for name, r in result.suggestions.items()

@@ -11,10 +11,11 @@ Run it from Python on a resolved train config::
 
 from foundry_ext.lr_find.ramp import ExponentialRampConfig, ExponentialRampScheduler, ramp_for_batches, ramp_lr
 from foundry_ext.lr_find.recorder import LRFindRecorder, TrainLoaderTooShortError
-from foundry_ext.lr_find.rules import DEFAULT_RULE, RULES, RuleResult, smooth, suggest_all
+from foundry_ext.lr_find.rules import DEFAULT_BETA, DEFAULT_RULE, RULES, RuleResult, smooth, suggest_all
 from foundry_ext.lr_find.runner import LRFindResult, derive_config, lr_find
 
 __all__ = [
+    "DEFAULT_BETA",
     "DEFAULT_RULE",
     "RULES",
     "ExponentialRampConfig",

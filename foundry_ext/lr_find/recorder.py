@@ -17,7 +17,7 @@ from composer.core import Callback, State
 from composer.loggers import Logger
 from composer.utils import dist
 
-from foundry_ext.lr_find.rules import DIVERGENCE_FACTOR
+from foundry_ext.lr_find.rules import DEFAULT_BETA, DIVERGENCE_FACTOR
 
 __all__ = ["LOSS_KEY", "LRFindRecorder", "TrainLoaderTooShortError"]
 
@@ -44,11 +44,12 @@ class LRFindRecorder(Callback):
 
     Args:
         batches (int): Planned batches (``--batches``).
-        beta (float): Smoothing factor of the EMA. Default = ``0.98`` (fastai's and Lightning's).
+        beta (float): Smoothing factor of the EMA. Default = ``0.8`` (fastai and Lightning use 0.98; see
+            :mod:`foundry_ext.lr_find.rules`).
         progress (bool): Print a progress line (rank 0 only). Default = ``True``.
     """
 
-    def __init__(self, batches: int, beta: float = 0.98, progress: bool = True) -> None:
+    def __init__(self, batches: int, beta: float = DEFAULT_BETA, progress: bool = True) -> None:
         self.batches = batches
         self.beta = beta
         self.progress = progress

@@ -18,12 +18,17 @@ def paste_value(lr: float) -> str:
 
 
 def write_csv(path: str, result: LRFindResult) -> None:
-    """Rows ``batch,lr,loss,smoothed`` for every batch run, floats written exactly (``repr``)."""
+    """Rows ``batch,lr,loss,smoothed,read_lr`` for every batch run, floats written exactly (``repr``).
+
+    ``lr`` is the LR the batch trained with; ``read_lr`` the LR its smoothed loss is read at by the rules (the
+    lag-matched LR, or ``lr`` itself in the batch-LR reading).
+    """
     with open(path, "w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(["batch", "lr", "loss", "smoothed"])
-        for b, (lr, loss, s) in enumerate(zip(result.lrs, result.losses, result.smoothed, strict=True)):
-            writer.writerow([b, repr(lr), repr(loss), repr(s)])
+        writer.writerow(["batch", "lr", "loss", "smoothed", "read_lr"])
+        rows = zip(result.lrs, result.losses, result.smoothed, result.read_lrs, strict=True)
+        for b, (lr, loss, s, read) in enumerate(rows):
+            writer.writerow([b, repr(lr), repr(loss), repr(s), repr(read)])
 
 
 def write_json(path: str, result: LRFindResult, yaml_lr: float | None) -> None:
@@ -47,7 +52,7 @@ def _smoothed_at(result: LRFindResult, lr: float) -> float:
     """The smoothed loss at ``lr``, interpolated in log LR between recorded points (``minimum`` suggests lr / 10)."""
     import numpy as np
 
-    points = [(math.log(x), s) for x, s in zip(result.lrs, result.smoothed, strict=True) if math.isfinite(s)]
+    points = [(math.log(x), s) for x, s in zip(result.read_lrs, result.smoothed, strict=True) if math.isfinite(s)]
     if not points:
         return math.nan
     xs, ys = zip(*points, strict=True)
@@ -65,7 +70,13 @@ def render_png(path: str, result: LRFindResult, title: str, yaml_lr: float | Non
     fig, ax = plt.subplots(figsize=(10, 5.6), dpi=100)
     try:
         ax.plot(lrs, raw, color="tab:blue", alpha=0.35, linewidth=1.0, label="train loss (raw)")
-        ax.plot(lrs, smoothed, color="tab:blue", linewidth=2.0, label=f"smoothed (EMA, beta {result.beta:g})")
+        ax.plot(
+            result.read_lrs,
+            smoothed,
+            color="tab:blue",
+            linewidth=2.0,
+            label=f"smoothed (EMA, beta {result.beta:g}; {result.reading} LRs)",
+        )
         finite = [s for s in smoothed + raw if math.isfinite(s)]
         if finite:
             lo, start = min(finite), smoothed[0]
@@ -75,12 +86,12 @@ def render_png(path: str, result: LRFindResult, title: str, yaml_lr: float | Non
         i_min = result.min_loss_batch
         if i_min is not None:
             ax.plot(
-                lrs[i_min],
+                result.read_lrs[i_min],
                 smoothed[i_min],
                 "v",
                 color="black",
                 markersize=8,
-                label=f"min smoothed loss at lr {lrs[i_min]:.2e}",
+                label=f"min smoothed loss at lr {result.read_lrs[i_min]:.2e}",
             )
         colors = {"valley": "tab:red", "minimum": "tab:orange", "steepest": "tab:green", "steepest_linear": "tab:gray"}
         for name, rule in result.suggestions.items():

@@ -5,12 +5,23 @@ The loss is smoothed by the bias-corrected exponential moving average that fasta
 .. math::
     a_i = \beta a_{i-1} + (1 - \beta)\, \ell_i, \quad a_{-1} = 0, \qquad s_i = \frac{a_i}{1 - \beta^{i+1}}
 
-Every rule reads the smoothed loss :math:`s_i` against the LR :math:`lr_i` that batch :math:`i` trained with, over
-the window its own framework uses (points before it and after it are skipped), keeping finite points only:
+:math:`s_i` averages the losses of batches :math:`i, i-1, \dots` with weights :math:`\propto \beta^k`, so it
+describes an earlier point of the ramp than batch :math:`i`: with :math:`\beta = 0.98` its weights' centre is up
+to 49 batches back, half of a 100-batch test. fastai and Lightning nevertheless plot and read :math:`s_i` against
+:math:`lr_i`, the LR of batch :math:`i` (the "batch-LR reading"). The *lag-matched* reading pairs :math:`s_i` with
+the same average of the LRs, taken on :math:`\ln lr` (the ramp is linear there):
+
+.. math::
+    \ln \bar{lr}_i = \frac{b_i}{1 - \beta^{i+1}}, \quad b_i = \beta b_{i-1} + (1 - \beta) \ln lr_i, \quad b_{-1} = 0
+
+which for a ramp is exactly the LR of batch :math:`i - \text{lag}_i`, the weights' centre. Each rule below takes
+the LRs to read the points at (:math:`lr_i` or :math:`\bar{lr}_i`), uses the window its own framework uses
+(points before it and after it are skipped) and keeps finite points only:
 
 - ``steepest`` (PyTorch Lightning up to 2.5.3, ``_LRFinder.suggestion``; fastai's ``steep``): the LR of the most
-  negative :math:`\partial s / \partial \ln lr`, as ``torch.gradient`` computes it (central differences, one-sided at
-  the ends) on the evenly log-spaced points; window: skip 10 points at the start and 1 at the end.
+  negative :math:`\partial s / \partial \ln lr`, computed as ``numpy.gradient`` does (central differences,
+  one-sided at the ends); Lightning took it against the point index, the same on evenly log-spaced points; window:
+  skip 10 points at the start and 1 at the end.
 - ``steepest_linear`` (PyTorch Lightning from 2.5.4): the same, but the gradient is taken against :math:`lr` itself
   (``torch.gradient(losses, spacing=[lrs])``), which favours small LRs on a log ramp; same window.
 - ``minimum`` (fastai's ``minimum``): :math:`lr_{\arg\min s} / 10`; window: skip ``batches // 10`` points at the
@@ -20,6 +31,11 @@ the window its own framework uses (points before it and after it are skipped), k
   half-way down it; fastai's window.
 
 A rule with fewer than 2 points in its window has no suggestion (``None``).
+
+The tool's default is ``minimum``, read lag-matched, with :math:`\beta = 0.8` (a lag of 4 batches): on the demo
+corpus it was within the best two LRs of a constant-LR sweep for both model sizes of ``bench/bench_lr_find.py``,
+and for each of three range-test seeds, while with fastai's and Lightning's reading (:math:`\beta = 0.98`, batch
+LRs) every rule missed at both sizes (docs/benchmarks.md, "LR range test").
 """
 
 from __future__ import annotations
@@ -31,20 +47,25 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = [
+    "DEFAULT_BETA",
     "DEFAULT_RULE",
     "RULES",
     "RuleResult",
     "minimum",
     "should_stop",
     "smooth",
+    "smooth_lr",
     "steepest",
     "steepest_linear",
     "suggest_all",
     "valley",
 ]
 
-# The rule the tool suggests with; chosen by bench/bench_lr_find.py (docs/benchmarks.md, "LR range test").
-DEFAULT_RULE = "valley"
+# The rule, smoothing and reading the tool suggests with, chosen by bench/bench_lr_find.py (docs/benchmarks.md,
+# "LR range test"): fastai's minimum / 10, read lag-matched on a beta-0.8 EMA, was within the best two LRs of a
+# constant-LR sweep at both model sizes; every rule failed with fastai's and Lightning's beta 0.98 and batch-LR reading.
+DEFAULT_RULE = "minimum"
+DEFAULT_BETA = 0.8
 DIVERGENCE_FACTOR = 4.0  # fastai's and Lightning's: stop once the smoothed loss exceeds 4x its minimum so far
 
 
@@ -64,6 +85,11 @@ def smooth(losses: Sequence[float], beta: float) -> list[float]:
         avg = beta * avg + (1.0 - beta) * loss
         out.append(avg / (1.0 - beta ** (i + 1)))
     return out
+
+
+def smooth_lr(lrs: Sequence[float], beta: float) -> list[float]:
+    r"""The lag-matched LRs :math:`\bar{lr}_i`: the LRs averaged with the loss's weights, on :math:`\ln lr`."""
+    return [math.exp(v) for v in smooth([math.log(lr) for lr in lrs], beta)]
 
 
 def should_stop(smoothed: Sequence[float], factor: float = DIVERGENCE_FACTOR) -> bool:
@@ -91,23 +117,7 @@ def _until_first_non_finite(idx: range, values: Sequence[float]) -> list[int]:
     return kept
 
 
-def steepest(lrs: Sequence[float], smoothed: Sequence[float], skip_begin: int = 10, skip_end: int = 1) -> RuleResult:
-    """Lightning (<= 2.5.3): the LR of the most negative gradient of the smoothed loss against the point index.
-
-    The ramp is evenly spaced in ``ln lr`` from batch 1 on, so this is the steepest descent against ``ln lr``.
-    """
-    idx = _finite(_window(len(smoothed), skip_begin, skip_end), smoothed)
-    if len(idx) < 2:
-        return RuleResult(None, None)
-    grads = np.gradient(np.array([smoothed[i] for i in idx], dtype=np.float64))
-    best = idx[int(np.argmin(grads))]
-    return RuleResult(float(lrs[best]), best)
-
-
-def steepest_linear(
-    lrs: Sequence[float], smoothed: Sequence[float], skip_begin: int = 10, skip_end: int = 1
-) -> RuleResult:
-    """Lightning (>= 2.5.4): the LR of the most negative gradient of the smoothed loss against the LR itself."""
+def _steepest(lrs: Sequence[float], smoothed: Sequence[float], skip_begin: int, skip_end: int, log: bool) -> RuleResult:
     idx = _finite(_window(len(smoothed), skip_begin, skip_end), smoothed)
     deduped: list[int] = []
     for i in idx:  # batches 0 and 1 train at the same LR (Composer's timing): a zero spacing has no gradient
@@ -116,9 +126,22 @@ def steepest_linear(
     if len(deduped) < 2:
         return RuleResult(None, None)
     losses = np.array([smoothed[i] for i in deduped], dtype=np.float64)
-    grads = np.gradient(losses, np.array([lrs[i] for i in deduped], dtype=np.float64))
+    xs = np.array([lrs[i] for i in deduped], dtype=np.float64)
+    grads = np.gradient(losses, np.log(xs) if log else xs)
     best = deduped[int(np.argmin(grads))]
     return RuleResult(float(lrs[best]), best)
+
+
+def steepest(lrs: Sequence[float], smoothed: Sequence[float], skip_begin: int = 10, skip_end: int = 1) -> RuleResult:
+    """Lightning (<= 2.5.3): the LR of the most negative gradient of the smoothed loss against ``ln lr``."""
+    return _steepest(lrs, smoothed, skip_begin, skip_end, log=True)
+
+
+def steepest_linear(
+    lrs: Sequence[float], smoothed: Sequence[float], skip_begin: int = 10, skip_end: int = 1
+) -> RuleResult:
+    """Lightning (>= 2.5.4): the LR of the most negative gradient of the smoothed loss against the LR itself."""
+    return _steepest(lrs, smoothed, skip_begin, skip_end, log=False)
 
 
 def minimum(lrs: Sequence[float], smoothed: Sequence[float], batches: int, skip_end: int = 5) -> RuleResult:
@@ -153,14 +176,17 @@ def valley(lrs: Sequence[float], smoothed: Sequence[float], batches: int, skip_e
     return RuleResult(float(lrs[best]), best)
 
 
-RULES = ("valley", "minimum", "steepest", "steepest_linear")
+RULES = ("minimum", "valley", "steepest", "steepest_linear")
 
 
 def suggest_all(lrs: Sequence[float], smoothed: Sequence[float], batches: int) -> dict[str, RuleResult]:
-    """Every rule's suggestion, keyed by name (:data:`RULES`); ``batches`` is the planned length (``--batches``)."""
+    """Every rule's suggestion, keyed by name (:data:`RULES`), reading ``smoothed[i]`` at ``lrs[i]``.
+
+    ``batches`` is the planned length (``--batches``); ``lrs`` are the batch LRs or the lag-matched ones.
+    """
     return {
-        "valley": valley(lrs, smoothed, batches),
         "minimum": minimum(lrs, smoothed, batches),
+        "valley": valley(lrs, smoothed, batches),
         "steepest": steepest(lrs, smoothed),
         "steepest_linear": steepest_linear(lrs, smoothed),
     }

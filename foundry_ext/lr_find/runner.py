@@ -29,9 +29,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from foundry_ext.lr_find.rules import DEFAULT_RULE, RULES, RuleResult, suggest_all
+from foundry_ext.lr_find.rules import DEFAULT_BETA, DEFAULT_RULE, RULES, RuleResult, smooth_lr, suggest_all
 
-__all__ = ["IGNORED_KEYS", "LRFindResult", "derive_config", "ignored_keys", "lr_find"]
+__all__ = ["IGNORED_KEYS", "READINGS", "LRFindResult", "derive_config", "ignored_keys", "lr_find"]
 
 # Keys of the user's YAML the range test drops; reported in one line when set.
 IGNORED_KEYS = (
@@ -79,13 +79,20 @@ _REPORTED = (
     "profiler",
 )
 
+READINGS = ("lag-matched", "batch-lr")
+_OTHER = {"lag-matched": "batch_lr", "batch-lr": "lag_matched"}
 _SCHEDULER_NAME = "foundry_ext_lr_find_ramp"
 _CALLBACK_NAME = "foundry_ext_lr_find_recorder"
 
 
 @dataclass
 class LRFindResult:
-    """What a range test found. ``lrs[b]``, ``losses[b]``, ``smoothed[b]`` are those of 0-indexed batch ``b``."""
+    """What a range test found. ``lrs[b]``, ``losses[b]``, ``smoothed[b]`` are those of 0-indexed batch ``b``.
+
+    ``read_lrs[b]`` is the LR the smoothed point ``b`` is read at: the lag-matched LR when ``reading`` is
+    ``"lag-matched"``, else ``lrs[b]`` (``"batch-lr"``, fastai's and Lightning's reading). ``suggestions`` are
+    every rule's in that reading; ``other_suggestions`` in the other one, for comparison.
+    """
 
     lr_min: float
     lr_max: float
@@ -94,9 +101,12 @@ class LRFindResult:
     lrs: list[float]
     losses: list[float]
     smoothed: list[float]
+    read_lrs: list[float]
+    reading: str
     stop_reason: str | None
     rule: str
     suggestions: dict[str, RuleResult]
+    other_suggestions: dict[str, RuleResult]
     seconds: float
     world_size: int = 1
     ignored: list[str] = field(default_factory=list)
@@ -122,9 +132,9 @@ class LRFindResult:
 
     @property
     def min_loss_lr(self) -> float | None:
-        """The LR at the minimum of the smoothed loss."""
+        """The LR the minimum of the smoothed loss is read at."""
         i = self.min_loss_batch
-        return None if i is None else self.lrs[i]
+        return None if i is None else self.read_lrs[i]
 
     def to_json(self, yaml_lr: float | None = None) -> dict[str, Any]:
         """The JSON summary (``--json``): the suggestion, each rule's, the stop and the settings; no per-batch data."""
@@ -132,7 +142,9 @@ class LRFindResult:
         return {
             "suggested_lr": self.suggested_lr,
             "rule": self.rule,
+            "reading": self.reading,
             "suggestions": {name: asdict(r) for name, r in self.suggestions.items()},
+            f"suggestions_{_OTHER[self.reading]}": {name: asdict(r) for name, r in self.other_suggestions.items()},
             "min_loss_lr": self.min_loss_lr,
             "min_smoothed_loss": None if i is None else self.smoothed[i],
             "stopped_early": self.stopped_early,
@@ -155,7 +167,12 @@ def ignored_keys(cfg: Mapping[str, Any]) -> list[str]:
 
 
 def derive_config(
-    cfg: Mapping[str, Any], lr_min: float, lr_max: float, batches: int, beta: float = 0.98, progress: bool = True
+    cfg: Mapping[str, Any],
+    lr_min: float,
+    lr_max: float,
+    batches: int,
+    beta: float = DEFAULT_BETA,
+    progress: bool = True,
 ) -> tuple[dict[str, Any], list[str]]:
     """The config ``train()`` runs for the range test, and the names of the user's keys it ignores.
 
@@ -222,8 +239,9 @@ def lr_find(
     lr_min: float = 1e-7,
     lr_max: float = 1.0,
     batches: int = 100,
-    beta: float = 0.98,
+    beta: float = DEFAULT_BETA,
     rule: str = DEFAULT_RULE,
+    reading: str = "lag-matched",
     progress: bool = True,
     callbacks: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> LRFindResult:
@@ -239,6 +257,8 @@ def lr_find(
         beta: EMA smoothing factor.
         rule: the rule whose suggestion is :attr:`LRFindResult.suggested_lr` (one of
             :data:`~foundry_ext.lr_find.rules.RULES`).
+        reading: ``"lag-matched"`` (read each smoothed loss at the LRs averaged the same way) or ``"batch-lr"``
+            (at the LR of its batch, as fastai and Lightning do); see :mod:`foundry_ext.lr_find.rules`.
         progress: print a progress line on rank 0.
         callbacks: more callbacks, by the name they are registered under with llm-foundry and their kwargs, as in
             a YAML's ``callbacks`` block (tests use one to watch the optimizer).
@@ -254,6 +274,8 @@ def lr_find(
 
     if rule not in RULES:
         raise ValueError(f"rule: {rule!r} is not one of {', '.join(RULES)}")
+    if reading not in READINGS:
+        raise ValueError(f"reading: {reading!r} is not one of {', '.join(READINGS)}")
     derived, ignored = derive_config(cfg, lr_min, lr_max, batches, beta, progress)
     derived["callbacks"].update({name: dict(kwargs) for name, kwargs in (callbacks or {}).items()})
     _register()
@@ -264,7 +286,12 @@ def lr_find(
         recorder = next(c for c in trainer.state.callbacks if isinstance(c, LRFindRecorder))
     finally:
         trainer.close()
-    suggestions = suggest_all(recorder.lrs, recorder.smoothed, batches)
+    matched = smooth_lr(recorder.lrs, beta)
+    by_reading = {
+        "lag-matched": (matched, suggest_all(matched, recorder.smoothed, batches)),
+        "batch-lr": (list(recorder.lrs), suggest_all(recorder.lrs, recorder.smoothed, batches)),
+    }
+    read_lrs, suggestions = by_reading[reading]
     return LRFindResult(
         lr_min=lr_min,
         lr_max=lr_max,
@@ -273,9 +300,12 @@ def lr_find(
         lrs=list(recorder.lrs),
         losses=list(recorder.losses),
         smoothed=list(recorder.smoothed),
+        read_lrs=read_lrs,
+        reading=reading,
         stop_reason=recorder.stop_reason,
         rule=rule,
         suggestions=suggestions,
+        other_suggestions=by_reading["batch-lr" if reading == "lag-matched" else "lag-matched"][1],
         seconds=time.perf_counter() - start,
         world_size=dist.get_world_size(),
         ignored=ignored,
