@@ -5,7 +5,9 @@ The end-to-end runs train the demo MPT through llm-foundry's ``train()`` for a f
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import io
 import json
 import math
 import os
@@ -25,6 +27,8 @@ from foundry_ext.cli._config_loading import load_train_config
 from foundry_ext.lr_find import (
     ExponentialRampConfig,
     ExponentialRampScheduler,
+    LRFindRecorder,
+    TrainLoaderTooShortError,
     lr_find,
     ramp_for_batches,
     ramp_lr,
@@ -32,6 +36,8 @@ from foundry_ext.lr_find import (
 )
 from foundry_ext.lr_find.rules import minimum, should_stop, smooth_lr, steepest, steepest_linear, valley
 from tests.launcher import COMPOSER, REPO
+from tests.trainer_utils import TinyModel
+from tests.trainer_utils import loader as tiny_loader
 
 TINY = REPO / "yamls" / "tiny-wsd.yaml"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -166,6 +172,62 @@ def test_rules_without_enough_points_say_none() -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# The recorder in a tiny real Trainer: the train-loader checks
+
+
+class _NoLenDataset(torch.utils.data.IterableDataset):
+    """32 samples of the regression task, without ``__len__``: Composer cannot know the epoch length."""
+
+    def __iter__(self) -> Any:
+        loader = tiny_loader(32, batch_size=1)
+        for x, y in loader:
+            yield x[0], y[0]
+
+
+def tiny_trainer(train_dataloader: Any, batches: int) -> tuple[Any, LRFindRecorder]:
+    from composer import Trainer
+
+    recorder = LRFindRecorder(batches=batches, progress=False)
+    model = TinyModel()
+    trainer = Trainer(
+        model=model,
+        train_dataloader=train_dataloader,
+        max_duration=f"{batches}ba",
+        optimizers=torch.optim.SGD(model.parameters(), lr=0.1),
+        schedulers=[ramp_for_batches(1e-3, 0.1, batches)],
+        callbacks=[recorder],
+        device="cpu",
+        progress_bar=False,
+        log_to_console=False,
+        seed=0,
+    )
+    return trainer, recorder
+
+
+def test_recorder_refuses_a_loader_shorter_than_the_test_before_training() -> None:
+    trainer, recorder = tiny_trainer(tiny_loader(32, batch_size=4), batches=12)  # 8 batches per epoch
+    with pytest.raises(TrainLoaderTooShortError, match="yields only 8 batches per epoch here"):
+        trainer.fit()
+    assert recorder.losses == [] and trainer.state.timestamp.batch.value == 0
+
+
+def test_recorder_catches_a_loader_without_length_that_ends_early() -> None:
+    loader = torch.utils.data.DataLoader(_NoLenDataset(), batch_size=4)
+    trainer, recorder = tiny_trainer(loader, batches=12)
+    with pytest.raises(TrainLoaderTooShortError, match="the train loader ended after 8 batches"):
+        trainer.fit()
+    assert len(recorder.losses) == 8
+
+
+def test_recorder_on_a_long_enough_loader_records_every_batch() -> None:
+    trainer, recorder = tiny_trainer(tiny_loader(64, batch_size=4), batches=12)  # 16 batches per epoch
+    trainer.fit()
+    ramp = ramp_for_batches(1e-3, 0.1, 12)
+    assert recorder.lrs == [ramp_lr(0.1, ramp.alpha_i, ramp.t_max, b) for b in range(12)]
+    assert len(recorder.losses) == 12 and recorder.smoothed == smooth(recorder.losses, recorder.beta)
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # Real range tests on the demo data
 
 
@@ -217,9 +279,6 @@ def cli_run(demo_data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[s
     old = os.getcwd()
     os.chdir(cwd)
     try:
-        import contextlib
-        import io
-
         stdout, stderr = io.StringIO(), io.StringIO()
         with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
             code = main(argv)
@@ -384,6 +443,38 @@ def test_too_short_train_loader_gets_one_line_before_training(
     )
     assert "lr-find: batch" not in captured.out and "Traceback" not in captured.err
     assert not (tmp_path / "x.png").exists()
+
+
+def test_no_suggestion_says_so_and_exits_1(demo_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # From lr 1e3 the loss explodes after the first step: the run stops at batch 1, and the minimum rule's window
+    # (skip 1 at the start, 5 at the end) is empty
+    argv = ["lr-find", str(TINY), f"variables.data_local={demo_data}", "--min", "1e3", "--max", "1e6",
+            "--out", f"{tmp_path}/x.png", "--json", f"{tmp_path}/x.json"]  # fmt: skip
+    assert main(argv) == 1
+    out = capsys.readouterr().out
+    assert last_line(out).startswith("no suggestion: the minimum rule had too few points (2 batches run)")
+    summary = json.loads((tmp_path / "x.json").read_text())
+    assert summary["suggested_lr"] is None and summary["stopped_early"] is True and summary["batches_run"] == 2
+
+
+def test_bench_lr_find_quick(demo_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """bench/bench_lr_find.py end to end at a minimal size, so that it keeps working (its figures mean nothing)."""
+    import importlib
+
+    monkeypatch.syspath_prepend(str(REPO / "bench"))
+    threads = torch.get_num_threads()
+    try:
+        bench = importlib.import_module("bench_lr_find")
+        out = tmp_path / "out.txt"
+        with open(out, "w") as f, contextlib.redirect_stdout(f):
+            assert bench.main(["--quick", "--data", str(demo_data), "--plot", str(tmp_path / "b.png")]) == 0
+    finally:
+        torch.set_num_threads(threads)  # the benchmark pins torch to one thread
+        sys.modules.pop("bench_lr_find", None)
+    text = out.read_text()
+    assert "| **minimum** | lag-matched | 0.8 |" in text
+    assert "The tool's default (minimum, lag-matched, beta 0.8) at every range-test seed" in text
+    assert (tmp_path / "b.png").stat().st_size > 10_000
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -119,7 +119,8 @@ def render_png(path: str, result: LRFindResult, title: str, yaml_lr: float | Non
                 yaml_lr, color="black", linestyle="--", linewidth=1.0, label=f"the YAML's optimizer.lr {yaml_lr:g}"
             )
         ax.set_xscale("log")
-        ax.set_xlabel("learning rate (the LR each batch trained with)")
+        read = "lag-matched LRs" if result.reading == "lag-matched" else "its batch's LR"
+        ax.set_xlabel(f"learning rate (raw loss: the LR its batch trained with; smoothed loss: {read})")
         ax.set_ylabel("train loss")
         ax.grid(True, which="both", alpha=0.25)
         stop = f"stopped early at batch {result.batches_run - 1}" if result.stopped_early else "no divergence"
