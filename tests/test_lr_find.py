@@ -43,6 +43,15 @@ TINY = REPO / "yamls" / "tiny-wsd.yaml"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.fixture(autouse=True)
+def _torch_threads() -> Any:
+    """Runs here train on one torch thread, as the command does (fast on a busy CPU); restored afterwards."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # The ramp: hand-checkable multipliers and Composer's timing
 
@@ -276,7 +285,7 @@ def cli_run(demo_data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[s
         f"--csv={out}/lr.csv",
         f"--json={out}/lr.json",
     ]
-    old = os.getcwd()
+    old, threads = os.getcwd(), torch.get_num_threads()
     os.chdir(cwd)
     try:
         stdout, stderr = io.StringIO(), io.StringIO()
@@ -285,6 +294,7 @@ def cli_run(demo_data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[s
     finally:
         os.chdir(old)
     after = tree(root, demo_data)
+    assert torch.get_num_threads() == threads  # the command trains on 1 thread and puts the count back
     return {
         "code": code,
         "stdout": stdout.getvalue(),

@@ -104,16 +104,26 @@ def _options(args: argparse.Namespace) -> tuple[float, float, int, float, str, s
 
 def run(args: argparse.Namespace) -> int:
     """Check the options, load the YAML, run the range test, print and write what it found."""
-    lr_min, lr_max, batches, beta, rule, reading = _options(args)  # before the slow imports: bad options fail fast
+    options = _options(args)  # before the slow imports: bad options fail fast
 
     import torch
-    from composer.utils import dist
 
+    threads = torch.get_num_threads()
     if "OMP_NUM_THREADS" not in os.environ:
         # One CPU thread per process unless told otherwise, as this repository's train.py (and torchrun) do: on a
         # busy CPU, OpenMP threads that spin-wait for each other made 100 demo batches take 104 s instead of 8 s.
         # torch is already imported here, so setting the variable would be too late. GPU runs are unaffected.
         torch.set_num_threads(1)
+    try:
+        return _run(args, *options)
+    finally:
+        torch.set_num_threads(threads)  # main() may be called in a process that goes on (tests)
+
+
+def _run(
+    args: argparse.Namespace, lr_min: float, lr_max: float, batches: int, beta: float, rule: str, reading: str
+) -> int:
+    from composer.utils import dist
 
     from foundry_ext.cli import _config_loading as loading
     from foundry_ext.lr_find import TrainLoaderTooShortError, lr_find
