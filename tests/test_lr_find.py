@@ -455,6 +455,21 @@ def test_declaring_the_options_imports_nothing_heavy() -> None:
     assert out.strip() == "['foundry_ext.cli.lr_find']"
 
 
+def test_help_states_the_defaults_the_code_uses() -> None:
+    # add_arguments cannot import the rules module (it imports Composer): its help text repeats the defaults
+    import argparse
+
+    from foundry_ext.cli import lr_find as cli
+    from foundry_ext.lr_find import DEFAULT_BETA, DEFAULT_RULE
+
+    parser = argparse.ArgumentParser()
+    cli.add_arguments(parser)
+    helps = {a.dest: a.help for a in parser._actions}
+    assert f"default: {DEFAULT_BETA})" in helps["beta"]
+    assert f"{DEFAULT_RULE} (default" in helps["rule"]
+    assert "lag-matched (default" in helps["reading"]
+
+
 def test_missing_file_gets_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["lr-find", str(tmp_path / "nope.yaml")]) == 2
     err = capsys.readouterr().err

@@ -38,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"batches of the ramp, >= {MIN_BATCHES}; the run stops earlier once the loss diverges (default: 100)",
     )
     parser.add_argument("--out", default="lr-find.png", metavar="FILE.png", help="PNG to write (default: lr-find.png)")
-    parser.add_argument("--csv", metavar="FILE.csv", help="also write every point: batch,lr,loss,smoothed")
+    parser.add_argument("--csv", metavar="FILE.csv", help="also write every point: batch,lr,loss,smoothed,read_lr")
     parser.add_argument(
         "--json", metavar="FILE.json", help="also write the summary (suggested_lr, rule, every rule's...)"
     )
