@@ -112,7 +112,8 @@ def run(args: argparse.Namespace) -> int:
     if "OMP_NUM_THREADS" not in os.environ:
         # One CPU thread per process unless told otherwise, as this repository's train.py (and torchrun) do: on a
         # busy CPU, OpenMP threads that spin-wait for each other made 100 demo batches take 104 s instead of 8 s.
-        # torch is already imported here, so setting the variable would be too late. GPU runs are unaffected.
+        # torch may be imported already (by the package, or in tests): set the count, not the variable. GPU runs
+        # are unaffected.
         torch.set_num_threads(1)
     try:
         return _run(args, *options)
