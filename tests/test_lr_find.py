@@ -290,7 +290,7 @@ def cli_run(demo_data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[s
     try:
         stdout, stderr = io.StringIO(), io.StringIO()
         with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
-            code = main(argv)
+            code = retry_shm_race(main, argv)
     finally:
         os.chdir(old)
     after = tree(root, demo_data)
@@ -380,9 +380,26 @@ def tiny_config(demo_data: Path, *overrides: str) -> dict[str, Any]:
     return load_train_config(str(TINY), [f"variables.data_local={demo_data}", *overrides])
 
 
+def retry_shm_race(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)``, started again (at most twice) when StreamingDataset lost its /dev/shm name race.
+
+    mosaicml-streaming names its shared memory by scanning /dev/shm for a free prefix: another job on the machine
+    starting a dataset at the same moment can take it first (FileExistsError). Starting again picks a new prefix.
+    """
+    for attempt in range(3):
+        try:
+            return fn(*args, **kwargs)
+        except FileExistsError:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
 def test_recorded_lr_is_the_lr_the_optimizer_used(demo_data: Path, lr_watch: Any) -> None:
     # A narrow range that cannot diverge: the run goes to the end.
-    result = lr_find(tiny_config(demo_data), lr_min=1e-6, lr_max=1e-4, batches=20, progress=False, callbacks=lr_watch)
+    result = retry_shm_race(
+        lr_find, tiny_config(demo_data), lr_min=1e-6, lr_max=1e-4, batches=20, progress=False, callbacks=lr_watch
+    )
     watched = LRWatch.last
     assert watched is not None
     assert result.batches_run == 20 and not result.stopped_early
@@ -396,7 +413,7 @@ def test_recorded_lr_is_the_lr_the_optimizer_used(demo_data: Path, lr_watch: Any
 
 
 def test_huge_max_diverges_and_stops_early(demo_data: Path) -> None:
-    result = lr_find(tiny_config(demo_data), lr_min=1e-4, lr_max=1e4, batches=60, progress=False)
+    result = retry_shm_race(lr_find, tiny_config(demo_data), lr_min=1e-4, lr_max=1e4, batches=60, progress=False)
     assert result.stopped_early and result.batches_run < 60
     last = result.smoothed[-1]
     assert not math.isfinite(last) or last > 4 * min(result.smoothed)
@@ -407,8 +424,8 @@ def test_huge_max_diverges_and_stops_early(demo_data: Path) -> None:
 def test_suggestion_moves_down_for_a_model_that_is_harder_to_train(demo_data: Path) -> None:
     # 4x deeper (8 layers instead of 2): a deeper transformer needs a lower LR. Measured here: 7.2e-3 -> 2.2e-3.
     kwargs: dict[str, Any] = {"lr_min": 1e-5, "lr_max": 1.0, "batches": 50, "progress": False}
-    easy = lr_find(tiny_config(demo_data), **kwargs)
-    hard = lr_find(tiny_config(demo_data, "model.n_layers=8"), **kwargs)
+    easy = retry_shm_race(lr_find, tiny_config(demo_data), **kwargs)
+    hard = retry_shm_race(lr_find, tiny_config(demo_data, "model.n_layers=8"), **kwargs)
     assert easy.suggested_lr is not None and hard.suggested_lr is not None
     assert hard.suggested_lr < easy.suggested_lr / 2
 
@@ -481,7 +498,7 @@ def test_too_short_train_loader_gets_one_line_before_training(
 ) -> None:
     # 4096 training sequences / 16 per batch = 256 batches per epoch; the check runs at FIT_START, before batch 0
     argv = ["lr-find", str(TINY), f"variables.data_local={demo_data}", "--batches", "300", "--out", f"{tmp_path}/x.png"]
-    assert main(argv) == 2
+    assert retry_shm_race(main, argv) == 2
     captured = capsys.readouterr()
     assert last_line(captured.err) == (
         "foundry-ext lr-find: error: --batches 300: the train loader yields only 256 batches per epoch here (world "
@@ -496,7 +513,7 @@ def test_no_suggestion_says_so_and_exits_1(demo_data: Path, tmp_path: Path, caps
     # (skip 1 at the start, 5 at the end) is empty
     argv = ["lr-find", str(TINY), f"variables.data_local={demo_data}", "--min", "1e3", "--max", "1e6",
             "--out", f"{tmp_path}/x.png", "--json", f"{tmp_path}/x.json"]  # fmt: skip
-    assert main(argv) == 1
+    assert retry_shm_race(main, argv) == 1
     out = capsys.readouterr().out
     assert last_line(out).startswith("no suggestion: the minimum rule had too few points (2 batches run)")
     summary = json.loads((tmp_path / "x.json").read_text())
@@ -537,7 +554,13 @@ def test_two_ranks_through_the_launcher_agree(demo_data: Path, tmp_path: Path) -
         "--min", "1e-5", "--max", "1.0", "--json", f"{tmp_path}/lr.json", "--out", f"{tmp_path}/lr.png",
     ]  # fmt: skip
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    for _ in range(3):  # started again if a rank lost StreamingDataset's /dev/shm name race (see retry_shm_race)
+        for f in tmp_path.glob("rank*"):
+            f.unlink()
+        proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+        logs = "".join(f.read_text() for f in tmp_path.glob("rank*"))
+        if proc.returncode == 0 or "FileExistsError" not in proc.stdout + proc.stderr + logs:
+            break
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     # the launcher adds its own closing line ("Waiting up to 30 seconds ..."): take each rank's answer line
     rank0 = [line for line in proc.stdout.splitlines() if line.startswith("optimizer.lr=")]
