@@ -127,6 +127,13 @@ def main() -> None:
             f"| `{label}` | {statistics.median(times[label]):.2f} | {statistics.median(r):.2f}x "
             f"({min(r):.2f}-{max(r):.2f}) |"
         )
+    if args.breakdown:
+        for path in ("yamls/tiny-wsd.yaml", "yamls/mpt-125m-torch-onecycle.yaml"):
+            phases = breakdown(path, args.rounds)
+            print(f"\n`foundry-ext validate {path}`, median seconds per phase over {args.rounds} runs:\n")
+            print("| phase | seconds |\n|---|---|")
+            for phase, seconds in phases.items():
+                print(f"| {phase} | {seconds:.3f} |")
 
 
 if __name__ == "__main__":
