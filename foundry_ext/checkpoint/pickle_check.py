@@ -29,7 +29,7 @@ MAX_DEPTH = 100
 """Deepest nesting of containers accepted in a pickle; the top-level dict is level 1.
 
 Containers are dicts, lists, tuples, sets and objects built from arguments (a tensor is 3 levels: its rebuild call,
-the argument tuple, the size tuple). The test Trainer's checkpoint nests 9 levels deep, llm-foundry's tiny-plateau
+the argument tuple, the size tuple). The test Trainer's checkpoint nests 9 levels deep, llm-foundry's tiny-resume
 run 10 (``test_real_checkpoint_depth_is_far_below_the_limit``); the limit leaves room for callbacks with nested state
 while staying far below where unpickling exhausts the stack (a tuple nested 1,000,000 deep used as a dict key crashes
 CPython 3.11 in ``hash``).
@@ -38,7 +38,7 @@ CPython 3.11 in ``hash``).
 MAX_PICKLE_BYTES = 256 * 2**20
 """Largest pickle part accepted (256 MiB): ``data.pkl`` of a zip checkpoint, the pickles of a legacy one.
 
-Tensor data is stored outside the pickle, so a checkpoint's pickle is small: 51 KB for llm-foundry's tiny-plateau run
+Tensor data is stored outside the pickle, so a checkpoint's pickle is small: 51 KB for llm-foundry's tiny-resume run
 (114 tensors, about 0.4 KB each); 256 MiB would be more than half a million tensors. A larger pickle is refused
 without being read to its end, since walking it would take minutes.
 """

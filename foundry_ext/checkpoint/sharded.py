@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
+from foundry_ext.checkpoint.dcp_metadata import MetadataUnpickler
 from foundry_ext.checkpoint.errors import UNSUPPORTED_GLOBAL, CheckpointError, first_line, show
 from foundry_ext.checkpoint.paths import open_regular
 from foundry_ext.checkpoint.pickle_check import MAX_DEPTH, MAX_PICKLE_BYTES, Capped, walk_pickle
@@ -27,42 +28,6 @@ __all__ = ["SHARDED_KEY", "load_sharded"]
 
 SHARDED_KEY = "foundry_ext_sharded"
 """Key that :func:`load_sharded` adds to a sharded checkpoint's dict: what was and was not read."""
-
-# Types the .metadata of a sharded checkpoint may name (a plain pickle of torch.distributed.checkpoint dataclasses).
-_METADATA_GLOBALS = {
-    ("torch.distributed.checkpoint.metadata", name)
-    for name in (
-        "Metadata",
-        "MetadataIndex",
-        "ChunkStorageMetadata",
-        "TensorStorageMetadata",
-        "BytesStorageMetadata",
-        "TensorProperties",
-        "StorageMeta",
-        "_MEM_FORMAT_ENCODING",
-    )
-} | {
-    ("torch.distributed.checkpoint.filesystem", "_StorageInfo"),
-    ("torch.serialization", "_get_layout"),
-    ("torch", "Size"),
-    ("pathlib", "PosixPath"),
-    ("pathlib", "WindowsPath"),
-    ("collections", "OrderedDict"),
-}
-
-
-class _MetadataUnpickler(pickle.Unpickler):
-    """``pickle.Unpickler`` that resolves only the dataclasses ``torch.distributed.checkpoint`` writes."""
-
-    def find_class(self, module: str, name: str) -> Any:
-        if (module, name) in _METADATA_GLOBALS:
-            return super().find_class(module, name)
-        if module == "torch":
-            import torch  # a dtype (torch.float32, ...) is allowed; only torch can tell one
-
-            if isinstance(getattr(torch, name, None), torch.dtype):
-                return getattr(torch, name)
-        raise pickle.UnpicklingError(f"Unsupported global: GLOBAL {module}.{name} was not an allowed global")
 
 
 def load_sharded(folder: Path, shown: str) -> dict[str, Any]:
@@ -88,7 +53,7 @@ def load_sharded(folder: Path, shown: str) -> dict[str, Any]:
         walk_pickle(Capped(f, MAX_PICKLE_BYTES, meta_shown), meta_shown)
         f.seek(0)
         try:
-            metadata = _MetadataUnpickler(f).load()
+            metadata = MetadataUnpickler(f).load()
         except pickle.UnpicklingError as e:
             needed = UNSUPPORTED_GLOBAL.search(str(e))
             if needed:

@@ -28,7 +28,8 @@ import pickle
 import struct
 import zipfile
 from pathlib import Path
-from typing import Any
+
+from foundry_ext.checkpoint.dcp_metadata import MetadataUnpickler
 
 __all__ = ["file_problem", "problem", "sharded_problem"]
 
@@ -92,7 +93,7 @@ def sharded_problem(folder: str | os.PathLike[str]) -> str | None:
         return f"no .metadata{tmp}: not every rank had finished its shard"
     try:
         with open(metadata_path, "rb") as f:
-            metadata = _MetadataUnpickler(f).load()
+            metadata = MetadataUnpickler(f).load()
     except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, ImportError, OSError) as e:
         return f".metadata does not unpickle ({type(e).__name__}: {e})"
     storage = getattr(metadata, "storage_data", None)
@@ -112,40 +113,3 @@ def sharded_problem(folder: str | os.PathLike[str]) -> str | None:
         if size < length:
             return f"shard {relative} has {size} of at least {length} bytes: its write was cut short"
     return None
-
-
-# The dataclasses torch.distributed.checkpoint pickles into .metadata (torch 2.7); anything else is refused.
-_METADATA_GLOBALS = {
-    ("torch.distributed.checkpoint.metadata", name)
-    for name in (
-        "Metadata",
-        "MetadataIndex",
-        "ChunkStorageMetadata",
-        "TensorStorageMetadata",
-        "BytesStorageMetadata",
-        "TensorProperties",
-        "StorageMeta",
-        "_MEM_FORMAT_ENCODING",
-    )
-} | {
-    ("torch.distributed.checkpoint.filesystem", "_StorageInfo"),
-    ("torch.serialization", "_get_layout"),
-    ("torch", "Size"),
-    ("pathlib", "PosixPath"),
-    ("pathlib", "WindowsPath"),
-    ("collections", "OrderedDict"),
-}
-
-
-class _MetadataUnpickler(pickle.Unpickler):
-    """Resolves only the classes in :data:`_METADATA_GLOBALS` and torch dtypes: no code from the file runs."""
-
-    def find_class(self, module: str, name: str) -> Any:
-        if (module, name) in _METADATA_GLOBALS:
-            return super().find_class(module, name)
-        if module == "torch":
-            import torch  # only for sharded folders, where training has imported it already
-
-            if isinstance(getattr(torch, name, None), torch.dtype):
-                return getattr(torch, name)
-        raise pickle.UnpicklingError(f"refusing to unpickle {module}.{name} from a checkpoint's .metadata")
