@@ -26,6 +26,14 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+def add_config_arguments(parser: argparse.ArgumentParser, example: str = "") -> None:
+    """The positional arguments of every command that reads a train YAML: the file, then train.py-style overrides."""
+    parser.add_argument("config", metavar="CONFIG.yaml", help="an llm-foundry train YAML")
+    e = f" (e.g. {example})" if example else ""
+    help_text = f"overrides, as for train.py{e}; put them right after CONFIG.yaml"
+    parser.add_argument("overrides", nargs="*", metavar="key=value", help=help_text)
+
+
 class UsageError(Exception):
     """Bad input to a subcommand: printed as one line, exit status 2."""
 

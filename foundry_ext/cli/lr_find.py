@@ -12,7 +12,7 @@ import argparse
 import math
 import os
 
-from foundry_ext.cli import UsageError
+from foundry_ext.cli import UsageError, add_config_arguments
 
 __all__ = ["add_arguments", "run"]
 
@@ -21,13 +21,7 @@ MIN_BATCHES = 10
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the config, its overrides and the range-test options (no heavy import here: ``--help`` stays fast)."""
-    parser.add_argument("config", metavar="CONFIG.yaml", help="an llm-foundry train YAML")
-    parser.add_argument(
-        "overrides",
-        nargs="*",
-        metavar="key=value",
-        help="overrides, as for train.py (e.g. global_train_batch_size=32); put them right after CONFIG.yaml",
-    )
+    add_config_arguments(parser, "global_train_batch_size=32")
     # Numbers are parsed in run() so that a bad one gets the one-line error of every other bad input.
     parser.add_argument("--min", default="1e-7", metavar="LR", help="LR of the first batch (default: 1e-7)")
     parser.add_argument("--max", default="1.0", metavar="LR", help="LR of the last batch (default: 1.0)")

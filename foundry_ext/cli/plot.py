@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from foundry_ext.cli import UsageError
+from foundry_ext.cli import UsageError, add_config_arguments
 
 __all__ = ["add_arguments", "read_metrics", "run", "text_chart"]
 
@@ -31,14 +31,7 @@ CHART_HEIGHT = 12
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the config, its overrides and the plot options."""
-    parser.add_argument("config", metavar="CONFIG.yaml", help="an llm-foundry train YAML")
-    parser.add_argument(
-        "overrides",
-        nargs="*",
-        metavar="key=value",
-        help="overrides, as for train.py (e.g. max_duration=2000ba scheduler.t_warmup=100ba); put them right "
-        "after CONFIG.yaml",
-    )
+    add_config_arguments(parser, "max_duration=2000ba scheduler.t_warmup=100ba")
     parser.add_argument("--out", default="lr.png", metavar="FILE.png", help="PNG to write (default: lr.png)")
     parser.add_argument(
         "--metrics",

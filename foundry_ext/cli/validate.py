@@ -18,15 +18,14 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from foundry_ext.cli import add_config_arguments
+
 __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the config, its overrides, and the clock options the run checks may need."""
-    parser.add_argument("config", metavar="CONFIG.yaml", help="an llm-foundry train YAML")
-    parser.add_argument(
-        "overrides", nargs="*", metavar="key=value", help="overrides, as for train.py; put them right after CONFIG.yaml"
-    )
+    add_config_arguments(parser)
     parser.add_argument(
         "--batches-per-epoch",
         type=int,
