@@ -13,9 +13,9 @@ after every evaluation at a timestamp ``<= b``.
 
 **Which code computes the multiplier.** For this package's schedules the model's own formula
 (:meth:`~foundry_ext.schedules.base.ScheduleModel.multiplier`, the code the Trainer runs through the adapter),
-without Composer; ``torch_lr_scheduler`` through its torch engine (torch, not Composer); anything else (Composer's
-schedules by name, llm-foundry's, other plugins') is built through llm-foundry's registry and called on a real
-Composer ``State``.
+without Composer; ``torch_lr_scheduler`` through its torch engine (torch, not Composer); anything else is called on
+a real Composer ``State``: Composer's schedules by name and llm-foundry's built from their own classes (the models
+name them), other plugins' through llm-foundry's registry.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from foundry_ext.config.errors import ConfigError, Problem
 from foundry_ext.config.registry import validate_block
 from foundry_ext.config.train_yaml import RunClock
 from foundry_ext.plateau.rule import Cut, PlateauRule, PlateauState
-from foundry_ext.schedules.base import ScheduleModel, run_check
+from foundry_ext.schedules.base import RunCheck, ScheduleModel, run_check
 
 __all__ = ["Mark", "PlateauCut", "Preview", "Schedule", "build_schedule", "simulate_plateau", "timestamp_of_batch"]
 
@@ -58,6 +58,18 @@ class Schedule(Protocol):
         """Named points (warmup end, milestones, restarts, ...)."""
 
 
+def _model_marks(model: ScheduleModel, check: RunCheck, clock: RunClock) -> list[Mark]:
+    """The model's named points as marks: a phase starting at timestamp ``T`` is first trained by batch ``T + 1``.
+
+    (Batch ``b`` trains with the multiplier at ``b - 1``: :func:`timestamp_of_batch`.)
+    """
+    assert check.resolved is not None
+    return [
+        Mark(label, clock.batches(value, unit) + 1)
+        for label, value, unit in model.marks(check.resolved.values, check.units, check.total)
+    ]
+
+
 class FormulaSchedule:
     """This package's schedule model, evaluated by its own formula (no Composer)."""
 
@@ -81,11 +93,7 @@ class FormulaSchedule:
         return self.clock.now(t, self._unit) < self._d["t_warmup"]
 
     def marks(self) -> list[Mark]:
-        check = self._check
-        found = []
-        for label, value, unit in self.model.marks(check.resolved.values, check.units, check.total):  # type: ignore[union-attr]
-            found.append(Mark(label, self.clock.batches(value, unit) + 1))
-        return found
+        return _model_marks(self.model, self._check, self.clock)
 
 
 class TorchPreview(FormulaSchedule):
@@ -187,13 +195,7 @@ class ComposerPreview:
         return float(self.scheduler(self.state, 1.0))
 
     def marks(self) -> list[Mark]:
-        if self.model is None:
-            return []
-        check = self._check
-        return [
-            Mark(label, self.clock.batches(value, unit) + 1)
-            for label, value, unit in self.model.marks(check.resolved.values, check.units, check.total)  # type: ignore[union-attr]
-        ]
+        return [] if self.model is None else _model_marks(self.model, self._check, self.clock)
 
 
 def build_schedule(block: Mapping[str, Any], clock: RunClock, path: str = "scheduler") -> Schedule:
