@@ -53,7 +53,8 @@ def _save_folder(yaml_path: str, args_list: list[str]) -> str | None:
     return str(folder).replace("{run_name}", str(run_name or os.environ.get("RUN_NAME", "")))
 
 
-def main(yaml_path: str, args_list: list[str]) -> None:
+def main(yaml_path: str, args_list: list[str]) -> Any:
+    """Train; return the ``Trainer`` (a caller in the same process closes it: ``foundry_ext.trainer_close``)."""
     save_folder = _save_folder(yaml_path, args_list)
     local = save_folder is not None and "://" not in save_folder
     log_path = None
@@ -64,7 +65,7 @@ def main(yaml_path: str, args_list: list[str]) -> None:
         log = open(log_path, "w", buffering=1)
         sys.stdout, sys.stderr = _Tee(sys.stdout, log), _Tee(sys.stderr, log)
 
-    train_from_yaml(yaml_path, args_list)
+    trainer = train_from_yaml(yaml_path, args_list)
 
     if os.environ.get("RANK", "0") == "0":
         where = os.path.abspath(save_folder) if local else save_folder
@@ -74,6 +75,7 @@ def main(yaml_path: str, args_list: list[str]) -> None:
             print(f"latest checkpoint: {latest} -> {os.path.basename(os.path.realpath(latest))}")
         print(f"logs are in {log_path}" if log_path else "logs: the console output above")
         sys.stdout.flush()
+    return trainer
 
 
 if __name__ == "__main__":

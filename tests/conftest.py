@@ -2,12 +2,31 @@
 
 from __future__ import annotations
 
+import contextlib
+import resource
 from pathlib import Path
 
 import pytest
 
 from foundry_ext.demo_data import DEFAULT_SEED, FORMAT_VERSION, read_marker, write_demo_data
 from tests.launcher import REPO, RunComposer, TrainRun, run_train
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Let this process open as many files as the machine allows (the soft limit up to the hard one).
+
+    The session trains about twenty times in this process (benchmark smoke runs, lr-find, Trainer tests), and
+    every run keeps some files open until the process exits, whatever is closed: Composer registers each Engine's
+    close with ``atexit`` (holding its State, dataloaders included) and mosaicml-streaming each shared-memory block
+    (six per StreamingDataset). That is ~300 descriptors by the middle of the suite; a 256 soft limit turned every
+    later test that opens a file or starts a process into ``OSError: [Errno 24] Too many open files``.
+    """
+    del config  # unused
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = 65536 if hard == resource.RLIM_INFINITY else hard  # Linux refuses an unlimited number of files
+    if soft != resource.RLIM_INFINITY and soft < target:
+        with contextlib.suppress(ValueError, OSError):  # a smaller limit stays, and test.sh reports it on failure
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
 
 
 @pytest.fixture(scope="session")

@@ -13,6 +13,7 @@ import math
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -413,8 +414,11 @@ def test_recorded_lr_is_the_lr_the_optimizer_used(demo_data: Path, lr_watch: Any
 
 
 def test_huge_max_diverges_and_stops_early(demo_data: Path) -> None:
+    before = set(threading.enumerate())
     result = retry_shm_race(lr_find, tiny_config(demo_data), lr_min=1e-4, lr_max=1e4, batches=60, progress=False)
     assert result.stopped_early and result.batches_run < 60
+    # stopped mid-epoch: the StreamingDatasets' download and ready threads were ended, not left polling
+    assert set(threading.enumerate()) <= before, [t.name for t in set(threading.enumerate()) - before]
     last = result.smoothed[-1]
     assert not math.isfinite(last) or last > 4 * min(result.smoothed)
     assert all(math.isfinite(s) and s <= 4 * min(result.smoothed[: i + 1]) for i, s in enumerate(result.smoothed[:-1]))

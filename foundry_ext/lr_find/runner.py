@@ -271,6 +271,7 @@ def lr_find(
     from omegaconf import OmegaConf
 
     from foundry_ext.lr_find.recorder import LRFindRecorder
+    from foundry_ext.trainer_close import close_trainer
 
     if rule not in RULES:
         raise ValueError(f"rule: {rule!r} is not one of {', '.join(RULES)}")
@@ -285,7 +286,7 @@ def lr_find(
     try:
         recorder = next(c for c in trainer.state.callbacks if isinstance(c, LRFindRecorder))
     finally:
-        trainer.close()
+        close_trainer(trainer)  # the ramp stops mid-epoch: its dataset threads must not outlive it
     matched = smooth_lr(recorder.lrs, beta)
     by_reading = {
         "lag-matched": (matched, suggest_all(matched, recorder.smoothed, batches)),
