@@ -147,9 +147,13 @@ def write_sharded_checkpoint(rank: int, world_size: int, folder: str, port: int)
     import torch.distributed.checkpoint as dist_cp
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    tdist.init_process_group("gloo", rank=rank, world_size=world_size)
-    try:
-        state = {"state": {"model": {f"shard{rank}": torch.full((256, 64), float(rank))}, "timestamp": {"batch": 8}}}
-        dist_cp.save(state_dict=state, storage_writer=dist_cp.FileSystemWriter(folder))
-    finally:
-        tdist.destroy_process_group()
+    tdist.init_process_group("gloo", rank=rank, world_size=world_size, timeout=datetime.timedelta(seconds=60))
+    state = {"state": {"model": {f"shard{rank}": torch.full((256, 64), float(rank))}, "timestamp": {"batch": 8}}}
+    dist_cp.save(state_dict=state, storage_writer=dist_cp.FileSystemWriter(folder))
+    tdist.barrier()  # both ranks' files are closed before either process ends
+    # Not destroy_process_group(): in torch 2.7 ~ProcessGroupGloo joins its worker threads while holding the GIL, and a
+    # worker still freeing the tensor of dist_cp's last broadcast_object waits for the GIL: a deadlock about one run in
+    # three here (py-spy: MainThread in ProcessGroupGloo::~ProcessGroupGloo -> thread::join, the worker in
+    # gil_scoped_acquire from ~AsyncBroadcastWork; pytorch/pytorch#56297, fixed after 2.7 by #154976). Interpreter
+    # shutdown would run the same destructor, so the process ends here, exit code 0, as mp.spawn expects.
+    os._exit(0)

@@ -17,6 +17,7 @@ import logging
 import os
 import shutil
 import struct
+import time
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -339,7 +340,15 @@ def test_sharded_folder_written_by_two_ranks(tmp_path: Path) -> None:
     from tests.multirank import _free_port, write_sharded_checkpoint
 
     folder = tmp_path / "ep0-ba8"
-    mp.spawn(write_sharded_checkpoint, args=(2, str(folder), _free_port()), nprocs=2)
+    ranks = mp.start_processes(
+        write_sharded_checkpoint, args=(2, str(folder), _free_port()), nprocs=2, join=False, start_method="spawn"
+    )
+    deadline = time.monotonic() + 120  # a hung rank fails this test; it must not hold the suite until its timeout
+    while not ranks.join(timeout=1):
+        if time.monotonic() > deadline:
+            for process in ranks.processes:
+                process.kill()
+            pytest.fail("the two ranks did not finish within 120 s")
     assert sorted(p.name for p in folder.iterdir()) == [".metadata", "__0_0.distcp", "__1_0.distcp"]
     assert sharded_problem(folder) is None
     shard = folder / "__1_0.distcp"
