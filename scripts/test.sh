@@ -15,4 +15,8 @@ if [ "$status" -eq 5 ]; then
     echo "test.sh: pytest collected no tests: that is a failure" >&2
     exit 1
 fi
+if [ "$status" -ne 0 ]; then
+    # failures that come from the machine (a full disk, no memory, too many processes) show here
+    echo "test.sh: pytest exit $status; machine: $(df -h . | awk 'NR==2 {print $4 " free on " $6}'), $(df -h /tmp | awk 'NR==2 {print $4 " free on " $6}'), memory $(free -m | awk '/^Mem/ {print $7}') MB available, $(ls /proc | grep -c '^[0-9]') processes, $(ls /dev/shm | wc -l) /dev/shm entries, open files $(ulimit -Sn) soft / $(ulimit -Hn) hard, load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+fi
 exit "$status"
