@@ -87,6 +87,8 @@ class Recorder(Callback):
         evals: ``(batch, eval cross-entropy)`` after each evaluation.
         schedule_seconds: time spent inside the LR schedulers' ``step()`` (which calls the multiplier) and inside
             the plateau adapter's events, during ``fit``: the whole cost of the schedule, measured directly.
+        plateau_scale: the plateau adapter's scale at the start of each batch (empty without the adapter).
+        n_params: the model's parameter count.
     """
 
     last: Recorder | None = None
@@ -98,6 +100,9 @@ class Recorder(Callback):
         self.loss: list[float] = []
         self.evals: list[tuple[int, float]] = []
         self.schedule_seconds = 0.0
+        self.plateau_scale: list[float] = []
+        self.n_params = 0
+        self._plateau: Any = None
         Recorder.last = self
 
     def _timed(self, fn: Any) -> Any:
@@ -118,14 +123,18 @@ class Recorder(Callback):
         for callback in state.callbacks:
             if isinstance(callback, ReduceLROnPlateauCallback):
                 callback.run_event = self._timed(callback.run_event)
+                self._plateau = callback
 
     def run_event(self, event: Event, state: State, logger: Logger) -> None:
         del logger  # unused
         if event == Event.FIT_START:
             self._instrument(state)
+            self.n_params = sum(p.numel() for p in state.model.parameters())
             self.fit_start = time.perf_counter()
         elif event == Event.BATCH_START:
             self.lr.append(float(state.optimizers[0].param_groups[0]["lr"]))
+            if self._plateau is not None:
+                self.plateau_scale.append(float(self._plateau.plateau.scale))
         elif event == Event.BATCH_END:
             self.batch_end.append(time.perf_counter())
             self.loss.append(float(state.loss.item() if hasattr(state.loss, "item") else state.loss))
@@ -182,6 +191,8 @@ def run(cfg: Any, quiet: bool = True) -> Recorder:
 
     from omegaconf import OmegaConf as om
 
+    from foundry_ext.trainer_close import close_trainer
+
     sys.path.insert(0, str(ROOT))
     try:
         import train  # the repository's train.py
@@ -196,7 +207,8 @@ def run(cfg: Any, quiet: bool = True) -> Recorder:
             try:
                 with _quiet(quiet), warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    train.main(path, [])
+                    trainer = train.main(path, [])
+                close_trainer(trainer)  # a short run stops mid-epoch: end its dataset threads
                 break
             except FileExistsError as err:
                 # mosaicml-streaming names its shared memory by scanning /dev/shm for a free prefix: another process
@@ -206,3 +218,13 @@ def run(cfg: Any, quiet: bool = True) -> Recorder:
                 print(f"bench: retrying a run after a shared-memory name clash ({err})", file=sys.stderr)
     assert Recorder.last is not None, "the bench_recorder callback was not built"
     return Recorder.last
+
+
+def save_figure(fig: Any, path: Path, dpi: int) -> None:
+    """Lay out ``fig``, write it to ``path`` (making its folder) and close it."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)

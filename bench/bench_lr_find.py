@@ -290,10 +290,7 @@ def plot(results: list[dict[str, Any]], path: Path, args: argparse.Namespace) ->
         ax_sweep.set_ylabel("eval cross-entropy")
     rule, reading, beta = results[0]["default"]
     fig.suptitle(f"Every rule's suggestion in the tool's default reading ({reading}, beta {beta:g})", fontsize=11)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=80)
-    plt.close(fig)
+    _common.save_figure(fig, path, dpi=80)
 
 
 def main(argv: list[str] | None = None) -> int:

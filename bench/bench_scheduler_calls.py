@@ -36,14 +36,18 @@ from composer.devices import DeviceCPU
 
 from foundry_ext.plateau import ReduceLROnPlateauScheduler
 from foundry_ext.schedulers.composer import COMPOSER_SCHEDULERS
+from foundry_ext.schedulers.inverse_sqrt import InverseSqrtScheduler
+from foundry_ext.schedulers.power import PowerScheduler
+from foundry_ext.schedulers.stages import StagesScheduler
 from foundry_ext.schedulers.torch_lr import TorchLRScheduler
 from foundry_ext.schedulers.wsd import DECAY_TYPES, WarmupStableDecayScheduler
+from foundry_ext.schedulers.wsd_periods import WSDPeriodsScheduler
 
 MAX_BATCHES = 100_000
 RESUME_BATCH = 1_000_000
 
 # Targets from the brief: candidate / baseline must be at most this.
-TARGET = {"wsd": 1.0, "composer": 1.0, "plateau": 1.2, "torch": 2.0}
+TARGET = {"wsd": 1.0, "olmo": 1.0, "composer": 1.0, "plateau": 1.2, "torch": 2.0}
 RESUME_TARGET_S = 2.0
 
 # Composer's schedulers as users write them in YAML: string durations (our wrappers parse them once at build).
@@ -164,6 +168,27 @@ def candidates() -> list[tuple[str, str, Callable[[], Any], Callable[[], Any] | 
                 None,
             )
         )
+    # OLMo-core's schedules, configured as the yamls/tiny-*.yaml examples, stretched to the 100,000-batch run
+    olmo: list[tuple[str, Callable[[], Any]]] = [
+        ("inverse_sqrt", lambda: InverseSqrtScheduler(t_warmup="100ba", alpha_i=0.1, alpha_f=0.05)),
+        ("power", lambda: PowerScheduler(t_warmup="100ba", b=-0.51, t_decay="0.1dur")),
+        (
+            "wsd_periods",
+            lambda: WSDPeriodsScheduler(
+                periods=["40000ba", "30000ba", "30000ba"], peaks=[1.0, 0.8, 0.8], t_warmup="100ba",
+                t_decay="5000ba", decay_type="sqrt", alpha_f=0.1,
+            ),
+        ),
+        (
+            "stages",
+            lambda: StagesScheduler(
+                stages=[{"duration": "100ba", "start": 0.0, "end": 1.0},
+                        {"duration": "99900ba", "shape": "cosine", "end": 0.1}],
+                override_decay={"start": "80000ba", "duration": "20000ba", "end": 0.0},
+            ),
+        ),
+    ]  # fmt: skip
+    out += [("olmo", label, factory, None) for label, factory in olmo]
     for name, (ours, theirs) in COMPOSER_SCHEDULERS.items():
         kwargs = COMPOSER_KWARGS[name]
         out.append(("composer", name, lambda c=ours, k=kwargs: c(**k), lambda c=theirs, k=kwargs: c(**k)))

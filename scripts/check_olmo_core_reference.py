@@ -56,6 +56,7 @@ def load_released(version: str | None, folder: Path) -> types.ModuleType:
             return lambda c: c
 
     module("olmo_core", _package=True, __path__=[])
+
     class Config:
         pass
 
