@@ -13,7 +13,8 @@ import pytest
 import torch
 import torch.distributed as tdist
 
-BENCH = Path(__file__).resolve().parents[1] / "bench"
+REPO = Path(__file__).resolve().parents[1]
+BENCH = REPO / "bench"
 
 
 @pytest.fixture
@@ -56,6 +57,49 @@ def test_quality_quick(bench, demo_data: Path, tmp_path: Path, capsys: pytest.Ca
     out = capsys.readouterr().out
     assert "| cosine_with_warmup |" in out and "| plateau (WSD base) |" in out
     assert png.stat().st_size > 10_000
+
+
+def test_quality_long_quick(bench, demo_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    png = tmp_path / "quality-long.png"
+    args = ["--scenario", "long", "--quick", "--data", str(demo_data), "--plot", str(png)]
+    assert bench("bench_quality").main(args) == 0
+    out = capsys.readouterr().out
+    assert "| constant_with_warmup | no |" in out and "| plateau recommended (constant base) | no |" in out
+    assert "Constant LR over the last third (from batch 6), per seed: slope" in out  # 8 batches: the last third
+    assert png.stat().st_size > 10_000
+
+
+def test_flatness_fits_the_last_third(bench) -> None:
+    """The slope and eval noise the long scenario reports: a least-squares line through the last third only."""
+    q = bench("bench_quality")
+    # steep before batch 600, then a line of slope -1e-5 per batch with +-0.002 around it (+ - - +: no tilt)
+    evals = [(b, 5.0 - b / 100) for b in (100, 200, 300, 400)]
+    noise = (0.002, -0.002, -0.002, 0.002)
+    evals += [(b, 1.0 - 1e-5 * b + e) for b, e in zip((600, 700, 800, 900), noise, strict=True)]
+    fit = q.flatness({"evals": evals}, 900)
+    assert fit["first"] == 600
+    assert fit["slope_per_1000"] == pytest.approx(-0.01)
+    assert fit["drop"] == pytest.approx(0.003)
+    assert fit["noise"] == pytest.approx(0.002 * (4 / 3) ** 0.5)
+
+
+def test_tiny_plateau_yaml_ships_the_long_scenarios_recommended_run(bench) -> None:
+    """docs/plateau.md recommends the settings measured best in the long scenario: the example YAML is that run."""
+    from omegaconf import OmegaConf as om
+
+    q = bench("bench_quality")
+    long = q.SCENARIOS["long"]
+    cfg = om.to_container(om.load(REPO / "yamls" / "tiny-plateau.yaml"))
+    block = cfg["scheduler"]
+    assert block.pop("monitor") == "metrics/eval/LanguageCrossEntropy" and block.pop("mode") == "min"
+    assert block == q.LONG_CONFIGS["plateau recommended (constant base)"]
+    for key, value in long.overrides.items():
+        node = cfg
+        for part in key.split(".")[:-1]:
+            node = node[part]
+        assert node[key.split(".")[-1]] == value, key
+    assert cfg["max_duration"] == f"{long.batches}ba" and cfg["eval_interval"] == f"{long.eval_interval}ba"
+    assert cfg["global_train_batch_size"] == long.batch_size and cfg["eval_subset_num_batches"] == -1
 
 
 def test_count_collectives_attributes_calls_to_events(bench, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

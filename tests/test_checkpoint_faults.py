@@ -1,6 +1,6 @@
 """Fault injection through the real launcher: SIGKILL a 2-rank run at ten moments, run the same command each time.
 
-``composer -n 2 train.py yamls/tiny-plateau.yaml`` (12 batches, a checkpoint every 2, an evaluation every 3,
+``composer -n 2 train.py yamls/tiny-resume.yaml`` (12 batches, a checkpoint every 2, an evaluation every 3,
 ``autoresume: true``, ``save_overwrite: false``, ``callbacks.checkpoint_guard``) is killed with ``os.killpg(...,
 SIGKILL)`` (launcher and both ranks at once), then started again with the same YAML and overrides, ten times in
 one chain:
@@ -61,7 +61,7 @@ from tests.multirank import (
     same_bits,
 )
 
-YAML = REPO / "yamls" / "tiny-plateau.yaml"
+YAML = REPO / "yamls" / "tiny-resume.yaml"
 CHECKPOINT = re.compile(r"^ep0-ba(\d+)-rank0\.pt$")
 LR = "lr-DecoupledAdamW/group0"
 EVAL = "metrics/eval/LanguageCrossEntropy"

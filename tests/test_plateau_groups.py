@@ -318,7 +318,7 @@ def _jsonl(path: Path) -> dict[str, dict[int, float]]:
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_two_ranks_floor_each_group_at_its_own_min_lr(demo_data: Path, tmp_path: Path) -> None:
-    """yamls/tiny-plateau.yaml (cuts at batches 9, 15, 21) with a second param group and ``min_lr: [0.001, 0.0005]``.
+    """yamls/tiny-resume.yaml (cuts at batches 9, 15, 21) with a second param group and ``min_lr: [0.001, 0.0005]``.
 
     Group 0 (everything but the norms) stops at 0.001 = scale 1/3 after its 2nd cut; group 1 (the norms) at
     0.0005 = scale 1/6 after its 3rd. Both ranks log the same LRs, equal to the real torch ReduceLROnPlateau fed the
@@ -327,7 +327,7 @@ def test_two_ranks_floor_each_group_at_its_own_min_lr(demo_data: Path, tmp_path:
     repo = Path(__file__).resolve().parents[1]
     cmd = [
         str(Path(sys.executable).with_name("composer")), "-n", "2", "--master_port", str(_free_port()),
-        str(repo / "train.py"), str(repo / "yamls" / "tiny-plateau.yaml"),
+        str(repo / "train.py"), str(repo / "yamls" / "tiny-resume.yaml"),
         f"variables.data_local={demo_data}",
         f"save_folder={tmp_path}/checkpoints",
         f"code_paths=[{repo / 'tests' / 'jsonl_logger.py'}]",

@@ -141,11 +141,11 @@ def docs_mlflow_settings() -> dict[str, Any]:
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_tiny_plateau_run_shows_every_decision_in_mlflow_and_on_the_console(run_composer: Any, tmp_path: Path) -> None:
-    """yamls/tiny-plateau.yaml: evaluations every 3 batches, cuts at 9, 15, 21 (deterministic, see its comment)."""
+    """yamls/tiny-resume.yaml: evaluations every 3 batches, cuts at 9, 15, 21 (deterministic, see its comment)."""
     settings = docs_mlflow_settings()
     assert settings["log_duplicated_metric_every_n_steps"] == 1
     settings["tracking_uri"] = uri = f"file://{tmp_path / 'mlruns'}"
-    run = run_composer("yamls/tiny-plateau.yaml", *(f"loggers.mlflow.{k}={v}" for k, v in settings.items()),
+    run = run_composer("yamls/tiny-resume.yaml", *(f"loggers.mlflow.{k}={v}" for k, v in settings.items()),
                        "save_folder=null", cwd=tmp_path)  # fmt: skip
     evals = [3, 6, 9, 12, 15, 18, 21, 24]
     scales = [1.0, 1.0, 0.5, 0.5, 0.25, 0.25, 0.125, 0.125]

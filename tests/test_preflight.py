@@ -13,7 +13,7 @@ from tests.launcher import REPO, RunComposer
 pytestmark = pytest.mark.slow
 
 TINY_WSD = REPO / "yamls" / "tiny-wsd.yaml"
-TINY_PLATEAU = REPO / "yamls" / "tiny-plateau.yaml"
+TINY_PLATEAU = REPO / "yamls" / "tiny-resume.yaml"
 
 
 def test_every_problem_stops_the_run_before_the_tokenizer_is_built(run_composer: RunComposer) -> None:

@@ -2,7 +2,7 @@
 
 LRs, plateau decisions and eval losses are compared bitwise.
 
-The slow test drives the real launcher, ``composer -n 2 train.py yamls/tiny-plateau.yaml`` (gloo on CPU), three ways:
+The slow test drives the real launcher, ``composer -n 2 train.py yamls/tiny-resume.yaml`` (gloo on CPU), three ways:
 A uninterrupted; B stopped at the batch-10 checkpoint and resumed with ``load_path``; C killed with SIGKILL after the
 batch-10 checkpoint and restarted with ``autoresume: true``. The YAML cuts the LR at batches 9, 15 and 21, so cuts
 happen both before and after the checkpoint. Each rank logs every LR and eval loss as JSON lines through
@@ -15,6 +15,7 @@ The other tests use a real Composer ``Trainer`` in-process (load_ignore_keys) or
 from __future__ import annotations
 
 import contextlib
+import csv
 import json
 import math
 import os
@@ -29,10 +30,11 @@ from typing import Any
 import pytest
 
 from foundry_ext.checkpoint import load_checkpoint_safely
+from foundry_ext.cli import main as cli_main
 
 REPO = Path(__file__).resolve().parent.parent
 COMPOSER = Path(sys.executable).parent / "composer"
-YAML = REPO / "yamls" / "tiny-plateau.yaml"
+YAML = REPO / "yamls" / "tiny-resume.yaml"
 PLATEAU = "ReduceLROnPlateauCallback"
 LR = "lr-DecoupledAdamW/group0"
 EVAL = "metrics/eval/LanguageCrossEntropy"
@@ -135,6 +137,21 @@ def test_load_path_and_autoresume_after_sigkill_match_the_uninterrupted_run(demo
     assert _plateau(a / "checkpoints" / "ep0-ba10-rank0.pt")["plateau"]["cuts"] == 1  # one cut before ...
     final = _plateau(a / "checkpoints" / "ep0-ba24-rank0.pt")
     assert final["plateau"]["cuts"] == 3 and final["plateau"]["scale"] == 0.125  # ... and two after
+
+    # `foundry-ext plot --metrics` replaying A's own eval losses shows the LR A's batches trained with. lr_monitor's
+    # value at step b is the LR of batch b except at a cut's step, where batch b already trains at the cut LR
+    # (docs/plateau.md, "lr_monitor at a cut"); the plot's rows end at batch 23, the last that trains.
+    metrics = tmp_path / "a-eval.csv"
+    metrics.write_text("batch,value\n" + "".join(f"{b},{v!r}\n" for b, v in sorted(ref[EVAL].items())))
+    table = tmp_path / "a-plot.csv"
+    argv = ["plot", str(YAML), f"variables.data_local={demo_dir}", "--metrics", str(metrics), "--csv", str(table)]
+    assert cli_main([*argv, "--out", str(tmp_path / "a-plot.png")]) == 0
+    with open(table) as f:
+        plotted = {int(row["batch"]): float(row["lr"]) for row in csv.DictReader(f)}
+    assert sorted(plotted) == list(range(24))
+    for b in range(1, 24):
+        want = ref[LR][b] * (0.5 if b in (9, 15, 21) else 1.0)
+        assert plotted[b] == pytest.approx(want, rel=1e-12, abs=0.0), b
 
     def check_resumed(run_dir: Path, metrics: str, first_step: int) -> None:
         logs = [_read(run_dir / f"{metrics}-rank{r}.jsonl") for r in (0, 1)]
@@ -250,7 +267,7 @@ def test_env_interpolation_is_not_available_in_llm_foundry_yaml(
         train_from_yaml(str(cfg), [f"save_folder={tmp_path}/ckpt"])
 
 
-@pytest.mark.parametrize("name", ["resume-autoresume", "resume-load-path", "tiny-plateau"])
+@pytest.mark.parametrize("name", ["resume-autoresume", "resume-load-path", "tiny-resume"])
 def test_resume_examples_are_valid_train_configs(name: str, capsys: pytest.CaptureFixture) -> None:
     """The GPU examples are not trained here: llm-foundry's TrainConfig accepts them and their schedule builds."""
     from llmfoundry.utils.config_utils import TRAIN_CONFIG_KEYS, TrainConfig, make_dataclass_and_log_config

@@ -1,6 +1,6 @@
 """Resuming on a different number of ranks (2 -> 1 and 1 -> 2) through the real launcher (docs/resume.md).
 
-``yamls/tiny-plateau.yaml`` for 18 batches (evaluations at 0, 3, ..., 18; the plateau cuts at 9 and 15), checkpoint
+``yamls/tiny-resume.yaml`` for 18 batches (evaluations at 0, 3, ..., 18; the plateau cuts at 9 and 15), checkpoint
 at batch 10, ``global_train_batch_size`` 16 on either world size, ``eval_subset_num_batches=-1``:
 
 * U2 and U1: uninterrupted on 2 and on 1 rank;
@@ -28,7 +28,7 @@ from foundry_ext.checkpoint import load_checkpoint_safely
 from tests.launcher import REPO
 from tests.multirank import JSONL_LOGGER, launch, lost_shm_race, read_metrics, same_bits
 
-YAML = REPO / "yamls" / "tiny-plateau.yaml"
+YAML = REPO / "yamls" / "tiny-resume.yaml"
 LR = "lr-DecoupledAdamW/group0"
 EVAL = "metrics/eval/LanguageCrossEntropy"
 PLATEAU_METRICS = ("lr_plateau/scale", "lr_plateau/best", "lr_plateau/num_bad_evals", "lr_plateau/cuts")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from llmfoundry.utils.config_utils import TRAIN_CONFIG_KEYS, TrainConfig, make_dataclass_and_log_config
@@ -28,3 +29,19 @@ def test_example_is_a_valid_train_config(path: Path, capsys: pytest.CaptureFixtu
     assert cfg.scheduler["name"]
     assert main(["validate", str(path)]) == 0, capsys.readouterr()
     assert capsys.readouterr().out.startswith("OK: ")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_tiny_plateau_trains_as_shipped(run_composer: Any) -> None:
+    """yamls/tiny-plateau.yaml (the recommended plateau settings) through the real launcher, its first 3 evaluations.
+
+    375 of its 5,000 batches: evaluations at 125, 250 and 375 batches, each logging the plateau state. With
+    patience 2 a cut needs 3 evaluations without improvement after the best, so none can come before batch 500.
+    """
+    run = run_composer("yamls/tiny-plateau.yaml", "max_duration=375ba", "save_folder=null")
+    console = run.stderr
+    for t in (125, 250, 375):
+        block = console.split(f"[batch={t}/375]:")[1].split("[batch=")[0]
+        assert "Eval metrics/eval/LanguageCrossEntropy:" in block and "Eval lr_plateau/scale: 1.0000" in block, t
+    assert "cut LR scale" not in console
