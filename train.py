@@ -54,7 +54,7 @@ def _save_folder(yaml_path: str, args_list: list[str]) -> str | None:
 
 
 def main(yaml_path: str, args_list: list[str]) -> Any:
-    """Train; return the ``Trainer`` (a caller in the same process closes it: ``foundry_ext.trainer_close``)."""
+    """Train; return the ``Trainer`` (a caller in the same process closes it, see ``foundry_ext.streaming_cleanup``)."""
     save_folder = _save_folder(yaml_path, args_list)
     local = save_folder is not None and "://" not in save_folder
     log_path = None

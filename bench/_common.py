@@ -191,7 +191,7 @@ def run(cfg: Any, quiet: bool = True) -> Recorder:
 
     from omegaconf import OmegaConf as om
 
-    from foundry_ext.trainer_close import close_trainer
+    from foundry_ext.streaming_cleanup import streaming_cleanup
 
     sys.path.insert(0, str(ROOT))
     try:
@@ -205,10 +205,10 @@ def run(cfg: Any, quiet: bool = True) -> Recorder:
         for attempt in range(3):
             Recorder.last = None
             try:
-                with _quiet(quiet), warnings.catch_warnings():
+                # a short run stops mid-epoch: its dataset threads and shared memory must not outlive it
+                with streaming_cleanup(), _quiet(quiet), warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    trainer = train.main(path, [])
-                close_trainer(trainer)  # a short run stops mid-epoch: end its dataset threads
+                    train.main(path, []).close()
                 break
             except FileExistsError as err:
                 # mosaicml-streaming names its shared memory by scanning /dev/shm for a free prefix: another process

@@ -15,11 +15,12 @@ from tests.launcher import REPO, RunComposer, TrainRun, run_train
 def pytest_configure(config: pytest.Config) -> None:
     """Let this process open as many files as the machine allows (the soft limit up to the hard one).
 
-    The session trains about twenty times in this process (benchmark smoke runs, lr-find, Trainer tests), and
-    every run keeps some files open until the process exits, whatever is closed: Composer registers each Engine's
-    close with ``atexit`` (holding its State, dataloaders included) and mosaicml-streaming each shared-memory block
-    (six per StreamingDataset). That is ~300 descriptors by the middle of the suite; a 256 soft limit turned every
-    later test that opens a file or starts a process into ``OSError: [Errno 24] Too many open files``.
+    The session trains about twenty times in this process (benchmark smoke runs, lr-find, Trainer tests). Before
+    ``foundry_ext.streaming_cleanup`` closed them, every run kept its StreamingDatasets' ``/dev/shm`` files open
+    until the process exited (streaming registers their cleanup with ``atexit``): ~400 descriptors by the middle of
+    the suite, and with a 256 limit every later test that opened a file or started a process failed with
+    ``OSError: [Errno 24] Too many open files``. The suite now passes under a hard limit of 256; the higher limit is
+    a margin for a test that trains without ``streaming_cleanup``.
     """
     del config  # unused
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)

@@ -22,6 +22,7 @@ from foundry_ext.demo_data import (
     read_marker,
     write_demo_data,
 )
+from foundry_ext.streaming_cleanup import streaming_cleanup
 
 
 def _files(root: Path) -> dict[str, bytes]:
@@ -61,24 +62,25 @@ def test_llm_foundry_text_dataloader_reads_the_shards(demo_data: Path) -> None:
 
     tokenizer = AutoTokenizer.from_pretrained(str(demo_data / "tokenizer"), local_files_only=True)
     build_text_dataloader = registry.dataloaders.get("text")
-    spec = build_text_dataloader(
-        tokenizer=tokenizer,
-        device_batch_size=4,
-        dataset={"local": str(demo_data), "split": "val", "shuffle": False, "max_seq_len": SEQ_LEN},
-        drop_last=False,
-        num_workers=0,
-        prefetch_factor=None,
-        persistent_workers=False,
-        pin_memory=False,
-    )
-    assert len(spec.dataloader.dataset) == read_marker(demo_data)["sequences"]["val"]
-    batch = next(iter(spec.dataloader))
-    ids = batch["input_ids"]
-    assert tuple(ids.shape) == (4, SEQ_LEN)
-    assert int(ids.min()) >= 0 and int(ids.max()) < VOCAB_SIZE
-    assert (batch["labels"] == ids).all()  # packed rows, no padding: every token is a target
-    assert (ids == tokenizer.eos_token_id).any()  # documents are separated by EOS
-    assert "where does the" in tokenizer.decode(ids[0])
+    with streaming_cleanup():  # this session trains again: the dataset's threads and /dev/shm files end here
+        spec = build_text_dataloader(
+            tokenizer=tokenizer,
+            device_batch_size=4,
+            dataset={"local": str(demo_data), "split": "val", "shuffle": False, "max_seq_len": SEQ_LEN},
+            drop_last=False,
+            num_workers=0,
+            prefetch_factor=None,
+            persistent_workers=False,
+            pin_memory=False,
+        )
+        assert len(spec.dataloader.dataset) == read_marker(demo_data)["sequences"]["val"]
+        batch = next(iter(spec.dataloader))
+        ids = batch["input_ids"]
+        assert tuple(ids.shape) == (4, SEQ_LEN)
+        assert int(ids.min()) >= 0 and int(ids.max()) < VOCAB_SIZE
+        assert (batch["labels"] == ids).all()  # packed rows, no padding: every token is a target
+        assert (ids == tokenizer.eos_token_id).any()  # documents are separated by EOS
+        assert "where does the" in tokenizer.decode(ids[0])
 
 
 def test_previous_output_is_reused_and_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

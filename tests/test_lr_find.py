@@ -413,12 +413,25 @@ def test_recorded_lr_is_the_lr_the_optimizer_used(demo_data: Path, lr_watch: Any
     assert result.smoothed == smooth(result.losses, result.beta)
 
 
+def _open_shm_files() -> set[str]:
+    """The /dev/shm files this process has open."""
+    out = set()
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):  # the listing's own descriptor is gone by now
+            target = os.readlink(f"/proc/self/fd/{fd}")
+            if target.startswith("/dev/shm/"):
+                out.add(target)
+    return out
+
+
 def test_huge_max_diverges_and_stops_early(demo_data: Path) -> None:
-    before = set(threading.enumerate())
+    before, shm_before = set(threading.enumerate()), _open_shm_files()
     result = retry_shm_race(lr_find, tiny_config(demo_data), lr_min=1e-4, lr_max=1e4, batches=60, progress=False)
     assert result.stopped_early and result.batches_run < 60
-    # stopped mid-epoch: the StreamingDatasets' download and ready threads were ended, not left polling
+    # stopped mid-epoch: the StreamingDatasets' download and ready threads were ended, not left polling, and their
+    # /dev/shm blocks closed (streaming would hold them open until the process exits: 12 files per range test)
     assert set(threading.enumerate()) <= before, [t.name for t in set(threading.enumerate()) - before]
+    assert _open_shm_files() <= shm_before, sorted(_open_shm_files() - shm_before)
     last = result.smoothed[-1]
     assert not math.isfinite(last) or last > 4 * min(result.smoothed)
     assert all(math.isfinite(s) and s <= 4 * min(result.smoothed[: i + 1]) for i, s in enumerate(result.smoothed[:-1]))

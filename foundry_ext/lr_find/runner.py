@@ -271,7 +271,7 @@ def lr_find(
     from omegaconf import OmegaConf
 
     from foundry_ext.lr_find.recorder import LRFindRecorder
-    from foundry_ext.trainer_close import close_trainer
+    from foundry_ext.streaming_cleanup import streaming_cleanup
 
     if rule not in RULES:
         raise ValueError(f"rule: {rule!r} is not one of {', '.join(RULES)}")
@@ -281,12 +281,14 @@ def lr_find(
     derived["callbacks"].update({name: dict(kwargs) for name, kwargs in (callbacks or {}).items()})
     _register()
     start = time.perf_counter()
-    with _env(MOSAICML_PLATFORM="false"):
-        trainer = train(OmegaConf.create(derived))
-    try:
-        recorder = next(c for c in trainer.state.callbacks if isinstance(c, LRFindRecorder))
-    finally:
-        close_trainer(trainer)  # the ramp stops mid-epoch: its dataset threads must not outlive it
+    # the ramp stops mid-epoch (or the run raises): its dataset threads and shared memory must not outlive it
+    with streaming_cleanup():
+        with _env(MOSAICML_PLATFORM="false"):
+            trainer = train(OmegaConf.create(derived))
+        try:
+            recorder = next(c for c in trainer.state.callbacks if isinstance(c, LRFindRecorder))
+        finally:
+            trainer.close()
     matched = smooth_lr(recorder.lrs, beta)
     by_reading = {
         "lag-matched": (matched, suggest_all(matched, recorder.smoothed, batches)),
