@@ -109,6 +109,7 @@ class Scenario:
     peak_lr: float
     configs: dict[str, dict[str, Any]]
     quick_configs: tuple[str, ...]
+    quick_shape: tuple[int, int]  # --quick: (batches, eval_interval)
     overrides: dict[str, Any]
     plot: Path
 
@@ -116,7 +117,16 @@ class Scenario:
 IMG = _common.ROOT / "docs" / "img"
 SCENARIOS = {
     "short": Scenario(
-        "short", 300, 8, 30, 3.0e-3, CONFIGS, ("cosine_with_warmup", "plateau (WSD base)"), {}, IMG / "quality.png"
+        "short",
+        300,
+        8,
+        30,
+        3.0e-3,
+        CONFIGS,
+        ("cosine_with_warmup", "plateau (WSD base)"),
+        (6, 3),
+        {},
+        IMG / "quality.png",
     ),
     "long": Scenario(
         "long",
@@ -126,6 +136,7 @@ SCENARIOS = {
         1.0e-2,
         LONG_CONFIGS,
         ("constant_with_warmup", "plateau recommended (constant base)"),
+        (8, 2),
         {"model.d_model": 32, "model.n_layers": 1, "model.n_heads": 2, "optimizer.lr": 1.0e-2},
         IMG / "quality-long.png",
     ),
@@ -485,7 +496,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--configs: {unknown} not in the {name} scenario; choose from {list(scenario.configs)}")
         if args.quick:
             run_args.seeds, run_args.configs = args.seeds[:1], list(scenario.quick_configs)
-            run_args.batches, run_args.eval_interval = (6, 3) if name == "short" else (8, 2)
+            run_args.batches, run_args.eval_interval = scenario.quick_shape
         start = time.perf_counter()
         results = run_all(run_args, scenario, data)
         wall = time.perf_counter() - start

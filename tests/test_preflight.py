@@ -13,7 +13,7 @@ from tests.launcher import REPO, RunComposer
 pytestmark = pytest.mark.slow
 
 TINY_WSD = REPO / "yamls" / "tiny-wsd.yaml"
-TINY_PLATEAU = REPO / "yamls" / "tiny-resume.yaml"
+TINY_RESUME = REPO / "yamls" / "tiny-resume.yaml"
 
 
 def test_every_problem_stops_the_run_before_the_tokenizer_is_built(run_composer: RunComposer) -> None:
@@ -29,7 +29,7 @@ def test_every_problem_stops_the_run_before_the_tokenizer_is_built(run_composer:
 
 
 def test_a_monitor_typo_stops_the_run_before_the_model(run_composer: RunComposer) -> None:
-    run = run_composer(TINY_PLATEAU, "scheduler.monitor=metrics/eval/LanguageCrossEntropyy", check=False)
+    run = run_composer(TINY_RESUME, "scheduler.monitor=metrics/eval/LanguageCrossEntropyy", check=False)
     assert run.returncode != 0
     assert "scheduler.monitor: 'metrics/eval/LanguageCrossEntropyy': mpt_causal_lm reports no" in run.output
     assert "did you mean 'LanguageCrossEntropy'" in run.output
