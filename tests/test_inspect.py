@@ -555,6 +555,16 @@ _VALUES = st.recursive(
 )
 
 
+@pytest.mark.parametrize(("name", "shown"), [("", "''"), ("   ", "'   '"), ("\t", "'\\t'")])
+def test_blank_text_is_shown_quoted(tmp_path: Path, name: str, shown: str, capsys: pytest.CaptureFixture) -> None:
+    """A blank run name used to print an empty row (``run name     ``); found by the property test below."""
+    checkpoint = tmp_path / "blank.pt"
+    torch.save({"state": _replaced(_STATE, ("run_name",), name)}, checkpoint)
+    code, out, err = inspect(capsys, checkpoint)
+    assert (code, err) == (0, "")
+    assert f"run name     {shown}" in out.splitlines(), out
+
+
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(state=st.dictionaries(_KEYS, _VALUES, max_size=6).map(lambda d: {"timestamp": {}, **d}))
 def test_any_structure_gives_rows_or_one_error_line(tmp_path: Path, state: dict[Any, Any], capsys) -> None:

@@ -275,6 +275,8 @@ def _mapping(value: Any, where: str) -> Mapping[Any, Any]:
 def _text(value: Any, where: str) -> str:
     if not isinstance(value, str):  # TorchVersion is a str
         raise _Unexpected(where, "a string", value)
+    if not value.strip():  # quoted: a blank value would read as a row with nothing in it
+        return show(repr(value[:200]))
     return show(value[:200]) + (f"... ({len(value)} characters)" if len(value) > 200 else "")
 
 
