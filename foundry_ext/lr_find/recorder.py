@@ -46,7 +46,8 @@ class LRFindRecorder(Callback):
         batches (int): Planned batches (``--batches``).
         beta (float): Smoothing factor of the EMA. Default = ``0.8`` (fastai and Lightning use 0.98; see
             :mod:`foundry_ext.lr_find.rules`).
-        progress (bool): Print a progress line (rank 0 only). Default = ``True``.
+        progress (bool): Show progress on rank 0: a tqdm bar (ETA, current LR and smoothed loss) when stdout is a
+            terminal, and one closing line ``lr-find: batch N/M ...`` in any case. Default = ``True``.
     """
 
     def __init__(self, batches: int, beta: float = DEFAULT_BETA, progress: bool = True) -> None:
@@ -60,6 +61,7 @@ class LRFindRecorder(Callback):
         self._avg = 0.0
         self._min = math.inf
         self._start = 0.0
+        self._bar: Any = None
 
     @property
     def stopped_early(self) -> bool:
@@ -92,6 +94,10 @@ class LRFindRecorder(Callback):
                 f"--batches {self.batches}: the train loader yields only {int(n)} batches per epoch here (world size "
                 f"{dist.get_world_size()}); lower --batches to at most {int(n)} or use more train data"
             )
+        if self.progress and dist.get_global_rank() == 0 and sys.stdout.isatty():
+            from tqdm import tqdm  # Composer's own progress bars use it
+
+            self._bar = tqdm(total=self.batches, desc="lr-find", unit="ba", file=sys.stdout, dynamic_ncols=True)
 
     def batch_start(self, state: State, logger: Logger) -> None:
         del logger  # unused
@@ -124,25 +130,33 @@ class LRFindRecorder(Callback):
     def epoch_end(self, state: State, logger: Logger) -> None:
         del state, logger  # unused
         if len(self.losses) < self.batches and self.stop_reason is None:
+            self._close_bar()
             raise TrainLoaderTooShortError(
                 f"--batches {self.batches}: the train loader ended after {len(self.losses)} batches (one epoch); "
                 f"lower --batches to at most {len(self.losses)} or use more train data"
             )
 
+    def fit_end(self, state: State, logger: Logger) -> None:
+        del state, logger  # unused
+        self._close_bar()
+
+    def _close_bar(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
     def _print_progress(self, i: int) -> None:
+        """Advance the bar (a terminal); after the last batch, or a stop, close it and print one line."""
         if not self.progress or dist.get_global_rank() != 0:
             return
+        if self._bar is not None:
+            self._bar.set_postfix(lr=f"{self.lrs[i]:.3e}", smoothed=f"{self.smoothed[i]:.4f}", refresh=False)
+            self._bar.update(1)
         done = i + 1
-        tty = sys.stdout.isatty()
-        every = 1 if tty else max(1, self.batches // 10)
-        last = done == self.batches or self.stop_reason is not None
-        if done % every and not last:
-            return
-        line = (
-            f"lr-find: batch {done}/{self.batches}  lr {self.lrs[i]:.3e}  loss {self.losses[i]:.4f}  "
-            f"smoothed {self.smoothed[i]:.4f}  {time.perf_counter() - self._start:.1f}s"
-        )
-        if tty:
-            print("\r" + line, end="\n" if last else "", flush=True)
-        else:
-            print(line, flush=True)
+        if done == self.batches or self.stop_reason is not None:
+            self._close_bar()
+            print(
+                f"lr-find: batch {done}/{self.batches}  lr {self.lrs[i]:.3e}  loss {self.losses[i]:.4f}  "
+                f"smoothed {self.smoothed[i]:.4f}  {time.perf_counter() - self._start:.1f}s",
+                flush=True,
+            )
