@@ -116,7 +116,7 @@ class Recorder(Callback):
         return timed
 
     def _instrument(self, state: State) -> None:
-        from foundry_ext.plateau import ReduceLROnPlateauCallback
+        from foundry_ext.trainer.plateau import ReduceLROnPlateauCallback
 
         for scheduler in state.schedulers:
             scheduler.step = self._timed(scheduler.step)
@@ -221,10 +221,7 @@ def run(cfg: Any, quiet: bool = True) -> Recorder:
 
 
 def save_figure(fig: Any, path: Path, dpi: int) -> None:
-    """Lay out ``fig``, write it to ``path`` (making its folder) and close it."""
-    import matplotlib.pyplot as plt
+    """Lay out ``fig``, write it to ``path`` (making its folder), close it: :func:`foundry_ext.figures.save_figure`."""
+    from foundry_ext.figures import save_figure as save
 
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=dpi)
-    plt.close(fig)
+    save(fig, path, dpi=dpi, make_folder=True)

@@ -61,10 +61,9 @@ def _smoothed_at(result: LRFindResult, lr: float) -> float:
 
 def render_png(path: str, result: LRFindResult, title: str, yaml_lr: float | None) -> tuple[int, int]:
     """Raw and smoothed loss against the LR (log axis), every rule's suggestion, the used one marked; image size."""
-    import matplotlib
+    from foundry_ext.figures import pyplot, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     lrs, raw, smoothed = result.lrs, result.losses, result.smoothed
     fig, ax = plt.subplots(figsize=(10, 5.6), dpi=100)
@@ -130,9 +129,7 @@ def render_png(path: str, result: LRFindResult, title: str, yaml_lr: float | Non
             fontsize=10,
         )
         ax.legend(loc="best", fontsize=8, framealpha=0.85)
-        fig.tight_layout()
-        fig.savefig(path, format="png")
-        width, height = fig.canvas.get_width_height()
+        width, height = save_figure(fig, path, fmt="png")
     finally:
         plt.close(fig)
     return width, height
