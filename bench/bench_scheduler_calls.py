@@ -34,14 +34,17 @@ from composer import optim as composer_optim
 from composer.core import State, Time, Timestamp
 from composer.devices import DeviceCPU
 
-from foundry_ext.plateau import ReduceLROnPlateauScheduler
-from foundry_ext.schedulers.composer import COMPOSER_SCHEDULERS
-from foundry_ext.schedulers.inverse_sqrt import InverseSqrtScheduler
-from foundry_ext.schedulers.power import PowerScheduler
-from foundry_ext.schedulers.stages import StagesScheduler
-from foundry_ext.schedulers.torch_lr import TorchLRScheduler
-from foundry_ext.schedulers.wsd import DECAY_TYPES, WarmupStableDecayScheduler
-from foundry_ext.schedulers.wsd_periods import WSDPeriodsScheduler
+from foundry_ext.schedules.wsd import DECAY_TYPES
+from foundry_ext.trainer.composer_schedulers import COMPOSER_SCHEDULERS
+from foundry_ext.trainer.plateau import ReduceLROnPlateauScheduler
+from foundry_ext.trainer.schedulers import (
+    InverseSqrtScheduler,
+    PowerScheduler,
+    StagesScheduler,
+    WarmupStableDecayScheduler,
+    WSDPeriodsScheduler,
+)
+from foundry_ext.trainer.torch_lr import TorchLRScheduler
 
 MAX_BATCHES = 100_000
 RESUME_BATCH = 1_000_000

@@ -19,18 +19,16 @@ try:
 except PackageNotFoundError:  # running from a source tree that is not installed
     __version__ = "0.0.0"
 
-# public name -> the module that defines it
+# public name -> the module that defines it; the schedulers generated from the schedule models
+# (WarmupStableDecayScheduler, ...) are found in foundry_ext.trainer.schedulers by their suffix: a new schedule adds
+# no line here
+_GENERATED = ("Scheduler", "foundry_ext.trainer.schedulers")
 _EXPORTS = {
     "ConfigError": "foundry_ext.config.errors",
-    "InverseSqrtScheduler": "foundry_ext.schedulers.inverse_sqrt",
-    "PowerScheduler": "foundry_ext.schedulers.power",
-    "ScheduleResumeCheck": "foundry_ext.resume_check",
-    "StagesScheduler": "foundry_ext.schedulers.stages",
-    "WSDPeriodsScheduler": "foundry_ext.schedulers.wsd_periods",
-    "ReduceLROnPlateauCallback": "foundry_ext.plateau.callback",
-    "ReduceLROnPlateauScheduler": "foundry_ext.plateau.scheduler",
-    "TorchLRScheduler": "foundry_ext.schedulers.torch_lr",
-    "WarmupStableDecayScheduler": "foundry_ext.schedulers.wsd",
+    "ReduceLROnPlateauCallback": "foundry_ext.trainer.plateau",
+    "ReduceLROnPlateauScheduler": "foundry_ext.trainer.plateau",
+    "ScheduleResumeCheck": "foundry_ext.trainer.resume_check",
+    "TorchLRScheduler": "foundry_ext.trainer.torch_lr",
 }
 
 __all__ = [
@@ -49,14 +47,15 @@ __all__ = [
 
 if TYPE_CHECKING:
     from foundry_ext.config.errors import ConfigError
-    from foundry_ext.plateau.callback import ReduceLROnPlateauCallback
-    from foundry_ext.plateau.scheduler import ReduceLROnPlateauScheduler
-    from foundry_ext.resume_check import ScheduleResumeCheck
-    from foundry_ext.schedulers.inverse_sqrt import InverseSqrtScheduler
-    from foundry_ext.schedulers.power import PowerScheduler
-    from foundry_ext.schedulers.stages import StagesScheduler
-    from foundry_ext.schedulers.torch_lr import TorchLRScheduler
-    from foundry_ext.schedulers.wsd import WarmupStableDecayScheduler
-    from foundry_ext.schedulers.wsd_periods import WSDPeriodsScheduler
+    from foundry_ext.trainer.plateau import ReduceLROnPlateauCallback, ReduceLROnPlateauScheduler
+    from foundry_ext.trainer.resume_check import ScheduleResumeCheck
+    from foundry_ext.trainer.schedulers import (
+        InverseSqrtScheduler,
+        PowerScheduler,
+        StagesScheduler,
+        WarmupStableDecayScheduler,
+        WSDPeriodsScheduler,
+    )
+    from foundry_ext.trainer.torch_lr import TorchLRScheduler
 
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, _GENERATED)

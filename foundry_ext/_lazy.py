@@ -13,14 +13,25 @@ from typing import Any
 __all__ = ["lazy_exports"]
 
 
-def lazy_exports(package: str, exports: Mapping[str, str]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
-    """``(__getattr__, __dir__)`` for ``package``, whose public ``name`` lives in module ``exports[name]``."""
+def lazy_exports(
+    package: str, exports: Mapping[str, str], fallback: tuple[str, str] | None = None
+) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """``(__getattr__, __dir__)`` for ``package``, whose public ``name`` lives in module ``exports[name]``.
+
+    ``fallback = (suffix, module)``: any other name ending in ``suffix`` is looked up in ``module`` (the generated
+    scheduler classes, which need no line here).
+    """
 
     def __getattr__(name: str) -> Any:
         module = exports.get(name)
+        if module is None and fallback is not None and name.endswith(fallback[0]) and not name.startswith("_"):
+            module = fallback[1]
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(module), name)
+        try:
+            value = getattr(importlib.import_module(module), name)
+        except AttributeError:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}") from None
         setattr(sys.modules[package], name, value)  # later lookups are plain attribute reads
         return value
 

@@ -26,18 +26,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from foundry_ext.catalog.registry import validate_block
+from foundry_ext.config.durations import timestamp_of_batch
 from foundry_ext.config.errors import ConfigError, Problem
-from foundry_ext.config.registry import validate_block
 from foundry_ext.config.train_yaml import RunClock
-from foundry_ext.plateau.rule import Cut, PlateauRule, PlateauState
 from foundry_ext.schedules.base import RunCheck, ScheduleModel, run_check
+from foundry_ext.schedules.plateau_rule import Cut, PlateauState
 
 __all__ = ["Mark", "PlateauCut", "Preview", "Schedule", "build_schedule", "simulate_plateau", "timestamp_of_batch"]
-
-
-def timestamp_of_batch(batch: int) -> int:
-    """The timestamp (batches done) at which the multiplier of 0-indexed ``batch`` is evaluated: ``max(b - 1, 0)``."""
-    return batch - 1 if batch > 0 else 0
 
 
 @dataclass(frozen=True)
@@ -101,7 +97,7 @@ class TorchPreview(FormulaSchedule):
 
     def __init__(self, model: ScheduleModel, clock: RunClock, path: str = "scheduler") -> None:
         super().__init__(model, clock, path)
-        from foundry_ext.schedulers.torch_engine import TorchSchedule
+        from foundry_ext.trainer.torch_engine import TorchSchedule
 
         self.engine = TorchSchedule(model.type, model.torch_kwargs())  # type: ignore[attr-defined]
 
@@ -117,14 +113,11 @@ class PlateauPreview(FormulaSchedule):
         base = model.base  # type: ignore[attr-defined]
         self.base: Schedule | None = build_schedule(base, clock, f"{path}.base") if isinstance(base, Mapping) else None
         self.warnings += getattr(self.base, "warnings", [])
-        self.rule = PlateauRule(
-            **{k: getattr(model, k) for k in ("mode", "factor", "patience", "threshold", "threshold_mode", "cooldown",
-                                              "min_lr", "min_scale", "eps")}
-        )  # fmt: skip
+        self.rule = model.rule()  # type: ignore[attr-defined]
 
     def multiplier(self, t: int) -> float:
-        value = super().multiplier(t)
-        return value * self.base.multiplier(t) if self.base is not None else value
+        base = 1.0 if self.base is None else self.base.multiplier(t)
+        return float(self.model.time_multiplier(self.clock.now(t, self._unit), self._d, base))  # type: ignore[attr-defined]
 
     def marks(self) -> list[Mark]:
         base = [Mark(f"base {m.label}", m.batch) for m in self.base.marks()] if self.base is not None else []
@@ -207,11 +200,8 @@ def build_schedule(block: Mapping[str, Any], clock: RunClock, path: str = "sched
     """
     model = validate_block(block, path)
     if model is not None and model.has_formula:
-        if model.name == "torch_lr_scheduler":
-            return TorchPreview(model, clock, path)
-        if model.name == "reduce_lr_on_plateau":
-            return PlateauPreview(model, clock, path)
-        return FormulaSchedule(model, clock, path)
+        kinds: dict[str, type[FormulaSchedule]] = {"torch": TorchPreview, "plateau": PlateauPreview}
+        return kinds.get(model.kind, FormulaSchedule)(model, clock, path)
     return ComposerPreview(block, clock, path)
 
 

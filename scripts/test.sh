@@ -8,6 +8,8 @@ bash scripts/setup.sh
 # tests reuse ./demo-data (tests/conftest.py: demo_data); its marker is written last, so present = complete
 [ -f demo-data/.foundry-ext-demo.json ] || .venv/bin/foundry-ext demo-data demo-data
 .venv/bin/ruff check .
+# the layers of pyproject.toml [tool.importlinter]: no upward import, no circle, no torch at the CLI's start-up
+.venv/bin/lint-imports
 
 status=0
 .venv/bin/python -m pytest "$@" || status=$?

@@ -26,13 +26,13 @@ import pytest
 import torch
 
 from foundry_ext.checkpoint import load_checkpoint_safely
-from foundry_ext.checkpoint_guard import CheckpointGuard
-from foundry_ext.checkpoint_guard.integrity import file_problem, sharded_problem
-from foundry_ext.checkpoint_guard.recovery import Layout, apply, plan
 from foundry_ext.config.errors import ConfigError
+from foundry_ext.trainer.checkpoint_guard import CheckpointGuard
+from foundry_ext.trainer.checkpoint_guard.integrity import file_problem, sharded_problem
+from foundry_ext.trainer.checkpoint_guard.recovery import Layout, apply, plan
 from tests.trainer_utils import make_trainer
 
-GUARD_LOG = "foundry_ext.checkpoint_guard.callback"
+GUARD_LOG = "foundry_ext.trainer.checkpoint_guard.callback"
 CONFLICT = "may conflict with a future checkpoint of the current run"
 
 
@@ -440,7 +440,7 @@ def test_compressed_checkpoints_are_refused_with_one_line(tmp_path: Path) -> Non
 
 def test_other_ranks_wait_until_they_see_rank_0s_changes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A rank that shares the folder waits for the new latest; one that does not see the folder does not wait."""
-    from foundry_ext.checkpoint_guard import callback
+    from foundry_ext.trainer.checkpoint_guard import callback
 
     resume = tmp_path / "ep0-ba8-rank0.pt"
     resume.write_bytes(b"x")

@@ -15,7 +15,7 @@ from composer.core import State, Timestamp
 from composer.devices import DeviceCPU
 
 from foundry_ext.cli import main
-from foundry_ext.schedulers.wsd import WarmupStableDecayScheduler
+from foundry_ext.trainer.schedulers import WarmupStableDecayScheduler
 
 ROOT = Path(__file__).resolve().parents[1]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

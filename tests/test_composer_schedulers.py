@@ -7,7 +7,7 @@ from composer import optim
 from llmfoundry.utils.builders import build_scheduler
 
 from foundry_ext import ConfigError
-from foundry_ext.schedulers.composer import COMPOSER_SCHEDULERS
+from foundry_ext.trainer.composer_schedulers import COMPOSER_SCHEDULERS
 from tests.test_wsd import at, make_state
 from tests.trainer_utils import BASE_LR, make_trainer
 

@@ -6,15 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from foundry_ext.config.docs import BLOCK, keys_table, stale_tables
-from foundry_ext.config.registry import SCHEDULE_MODELS
+from foundry_ext.catalog.docs import BLOCK, keys_table, stale_tables
+from foundry_ext.catalog.registry import SCHEDULE_MODELS
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 
 
 @pytest.mark.parametrize("page", sorted(DOCS.glob("*.md")), ids=lambda p: p.name)
 def test_key_tables_match_the_models(page: Path) -> None:
-    assert stale_tables(page.read_text()) == [], f"run: python -m foundry_ext.config.docs {page}"
+    assert stale_tables(page.read_text()) == [], f"run: python -m foundry_ext.catalog.docs {page}"
 
 
 def test_every_scheduler_of_the_package_has_its_key_table() -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from foundry_ext import ReduceLROnPlateauCallback, ReduceLROnPlateauScheduler, WarmupStableDecayScheduler
-from foundry_ext.checkpoint_guard import CheckpointGuard
+from foundry_ext.trainer.checkpoint_guard import CheckpointGuard
 from tests.fixtures.make_plateau_resume import BASE, CHECKPOINT, EVAL_VALUES, HERE, RUN, SETTINGS
 from tests.trainer_utils import make_trainer
 

@@ -37,8 +37,8 @@ from foundry_ext.lr_find import (
 )
 from foundry_ext.lr_find.rules import minimum, should_stop, smooth_lr, steepest, steepest_linear, valley
 from tests.launcher import COMPOSER, REPO
-from tests.trainer_utils import TinyModel
 from tests.trainer_utils import loader as tiny_loader
+from tests.trainer_utils import make_trainer
 
 TINY = REPO / "yamls" / "tiny-wsd.yaml"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -195,21 +195,13 @@ class _NoLenDataset(torch.utils.data.IterableDataset):
 
 
 def tiny_trainer(train_dataloader: Any, batches: int) -> tuple[Any, LRFindRecorder]:
-    from composer import Trainer
-
     recorder = LRFindRecorder(batches=batches, progress=False)
-    model = TinyModel()
-    trainer = Trainer(
-        model=model,
-        train_dataloader=train_dataloader,
+    trainer, _ = make_trainer(
+        [ramp_for_batches(1e-3, 0.1, batches)],
         max_duration=f"{batches}ba",
-        optimizers=torch.optim.SGD(model.parameters(), lr=0.1),
-        schedulers=[ramp_for_batches(1e-3, 0.1, batches)],
+        train_dataloader=train_dataloader,
         callbacks=[recorder],
-        device="cpu",
-        progress_bar=False,
-        log_to_console=False,
-        seed=0,
+        eval_interval=1,
     )
     return trainer, recorder
 

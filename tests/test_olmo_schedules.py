@@ -26,14 +26,16 @@ from omegaconf import OmegaConf as om
 
 import tests.olmo_core_reference as olmo
 from foundry_ext import ConfigError
+from foundry_ext.catalog.registry import validate_block
 from foundry_ext.config.durations import Duration
-from foundry_ext.config.registry import validate_block
-from foundry_ext.schedulers.inverse_sqrt import InverseSqrtScheduler
-from foundry_ext.schedulers.power import PowerScheduler
-from foundry_ext.schedulers.stages import StagesScheduler
-from foundry_ext.schedulers.wsd import WarmupStableDecayScheduler
-from foundry_ext.schedulers.wsd_periods import WSDPeriodsScheduler
 from foundry_ext.schedules.base import ScheduleModel, run_check
+from foundry_ext.trainer.schedulers import (
+    InverseSqrtScheduler,
+    PowerScheduler,
+    StagesScheduler,
+    WarmupStableDecayScheduler,
+    WSDPeriodsScheduler,
+)
 from tests.trainer_utils import BASE_LR, make_trainer
 
 InvSqrt = InverseSqrtScheduler

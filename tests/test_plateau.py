@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from llmfoundry.utils.builders import build_callback, build_scheduler
 
 from foundry_ext import ConfigError, WarmupStableDecayScheduler
-from foundry_ext.plateau import PlateauRule, PlateauState, ReduceLROnPlateauCallback, ReduceLROnPlateauScheduler
+from foundry_ext.schedules.plateau_rule import PlateauRule, PlateauState
+from foundry_ext.trainer.plateau import ReduceLROnPlateauCallback, ReduceLROnPlateauScheduler
 from tests.test_wsd import at, make_state
 from tests.trainer_utils import BASE_LR, TinyModel, loader, make_trainer
 
@@ -345,7 +346,7 @@ def test_no_event_runs_a_collective_per_training_batch() -> None:
         warnings.simplefilter("ignore")
         trainer, _ = make_trainer([scheduler], max_duration="4ba", eval_values=[1.0])
     calls: list[str] = []
-    import foundry_ext.plateau.callback as module
+    import foundry_ext.trainer.plateau as module
 
     original = module._broadcast
     module._broadcast = lambda state, value: calls.append("broadcast") or original(state, value)

@@ -27,8 +27,9 @@ from hypothesis import strategies as st
 
 from foundry_ext import ConfigError
 from foundry_ext.checkpoint import load_checkpoint_safely
-from foundry_ext.plateau import PlateauRule, PlateauState, ReduceLROnPlateauScheduler
-from tests.trainer_utils import LRRecorder, TinyModel, loader
+from foundry_ext.schedules.plateau_rule import PlateauRule, PlateauState
+from foundry_ext.trainer.plateau import ReduceLROnPlateauScheduler
+from tests.trainer_utils import LRRecorder, make_trainer
 
 MONITOR = "metrics/eval/Scripted"
 INTERVAL = 2  # batches between evaluations
@@ -110,28 +111,16 @@ def two_group_trainer(
     scheduler: Any, values: list[float], evaluations: int, base_lrs: tuple[float, float] = (0.5, 0.5), **kwargs: Any
 ) -> tuple[Trainer, LRRecorder]:
     """A real Trainer whose optimizer has two param groups (the weight and the bias of a linear layer)."""
-    torch.manual_seed(0)
-    model = TinyModel(values)
-    optimizer = torch.optim.SGD(
-        [{"params": [model.net.weight], "lr": base_lrs[0]}, {"params": [model.net.bias], "lr": base_lrs[1]}]
-    )
-    recorder = LRRecorder()
-    trainer = Trainer(
-        model=model,
-        train_dataloader=loader(64),
-        eval_dataloader=loader(8, seed=1),
+    return make_trainer(
+        [scheduler],
+        eval_values=values,
         eval_interval=f"{INTERVAL}ba",
         max_duration=f"{INTERVAL * evaluations}ba",
-        optimizers=optimizer,
-        schedulers=[scheduler],
-        callbacks=[recorder],
-        device="cpu",
-        progress_bar=False,
-        log_to_console=False,
-        seed=0,
+        optimizer=lambda model: torch.optim.SGD(
+            [{"params": [model.net.weight], "lr": base_lrs[0]}, {"params": [model.net.bias], "lr": base_lrs[1]}]
+        ),
         **kwargs,
     )
-    return trainer, recorder
 
 
 @pytest.mark.parametrize(("evaluations", "targets", "metrics", "kwargs"), [c[1:] for c in TORCH_CASES],

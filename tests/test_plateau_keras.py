@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from foundry_ext.plateau import PlateauRule, PlateauState
+from foundry_ext.schedules.plateau_rule import PlateauRule, PlateauState
 
 os.environ.setdefault("KERAS_BACKEND", "torch")  # the stack's torch; no TensorFlow or JAX
 keras_callbacks = pytest.importorskip("keras.callbacks", reason="keras is in the [test] extras")

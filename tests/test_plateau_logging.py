@@ -19,7 +19,7 @@ from composer import Trainer
 from composer.callbacks import LRMonitor
 from composer.loggers import MLFlowLogger
 
-from foundry_ext.plateau import ReduceLROnPlateauScheduler
+from foundry_ext.trainer.plateau import ReduceLROnPlateauScheduler
 from tests.trainer_utils import BASE_LR, TinyModel, loader, make_trainer
 
 MONITOR = "metrics/eval/Scripted"

@@ -215,7 +215,7 @@ def test_load_path_and_autoresume_after_sigkill_match_the_uninterrupted_run(demo
 
 def test_load_ignore_keys_resets_the_plateau_on_purpose(tmp_path: Path) -> None:
     """``load_ignore_keys: [state/callbacks/ReduceLROnPlateauCallback]`` starts the plateau afresh (scale 1)."""
-    from foundry_ext.plateau import ReduceLROnPlateauScheduler
+    from foundry_ext.trainer.plateau import ReduceLROnPlateauScheduler
     from tests.trainer_utils import BASE_LR, make_trainer
 
     def plateau_run(**kwargs: Any) -> tuple[Any, Any]:

@@ -23,8 +23,8 @@ from torchmetrics import Metric
 
 import foundry_ext.config.notices as notices
 from foundry_ext import ConfigError, WarmupStableDecayScheduler
-from foundry_ext.plateau import ReduceLROnPlateauScheduler
-from foundry_ext.resume_check import ScheduleResumeCheck
+from foundry_ext.trainer.plateau import ReduceLROnPlateauScheduler
+from foundry_ext.trainer.resume_check import ScheduleResumeCheck
 from tests.trainer_utils import BASE_LR, LRRecorder, ScriptedMetric, TinyModel, loader
 
 CE = "metrics/eval/LanguageCrossEntropy"
@@ -157,7 +157,7 @@ def test_changed_monitor_restarts_the_comparison_and_keeps_the_scale(tmp_path: P
 
 def test_without_the_fix_the_perplexity_would_be_cut_at_every_second_evaluation() -> None:
     """What the report saw, from the rule alone: perplexities (~80) compared against a cross-entropy best (6.36)."""
-    from foundry_ext.plateau import PlateauRule, PlateauState
+    from foundry_ext.schedules.plateau_rule import PlateauRule, PlateauState
 
     rule = PlateauRule(factor=0.5, patience=1)
     state = PlateauState(best=6.36)

@@ -10,9 +10,9 @@ from torch.utils.data import DataLoader, IterableDataset
 
 from foundry_ext.config import notices
 from foundry_ext.config.errors import ConfigError
-from foundry_ext.schedulers.composer import MultiStepWithWarmupScheduler
-from foundry_ext.schedulers.torch_lr import TorchLRScheduler
-from foundry_ext.schedulers.wsd import WarmupStableDecayScheduler
+from foundry_ext.trainer.composer_schedulers import MultiStepWithWarmupScheduler
+from foundry_ext.trainer.schedulers import WarmupStableDecayScheduler
+from foundry_ext.trainer.torch_lr import TorchLRScheduler
 from tests.trainer_utils import make_trainer
 
 

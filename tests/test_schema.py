@@ -10,9 +10,9 @@ import jsonschema
 import pytest
 from omegaconf import OmegaConf
 
+from foundry_ext.catalog.registry import SCHEDULE_MODELS
+from foundry_ext.catalog.schema import train_yaml_schema
 from foundry_ext.cli import main
-from foundry_ext.config.registry import SCHEDULE_MODELS
-from foundry_ext.config.schema import train_yaml_schema
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
+from foundry_ext.catalog.registry import SCHEDULE_MODELS
 from foundry_ext.cli import main
-from foundry_ext.config.registry import SCHEDULE_MODELS
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVER = ROOT / ".venv" / "yaml-language-server" / "node_modules" / ".bin" / "yaml-language-server"

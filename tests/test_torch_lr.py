@@ -16,8 +16,8 @@ from torch.optim import lr_scheduler as torch_lr
 from torch.utils.data import DataLoader, TensorDataset
 
 from foundry_ext.config.errors import ConfigError
-from foundry_ext.schedulers.torch_engine import _fresh, _seek
-from foundry_ext.schedulers.torch_lr import TorchLRScheduler
+from foundry_ext.trainer.torch_engine import _fresh, _seek
+from foundry_ext.trainer.torch_lr import TorchLRScheduler
 
 WARMUP_COSINE = {
     "type": "SequentialLR",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import torch
@@ -87,18 +87,26 @@ def make_trainer(
     eval_interval: str = "5ba",
     callbacks: Sequence[Callback] = (),
     train_size: int = 64,
+    train_dataloader: Any = None,
+    optimizer: Callable[[TinyModel], torch.optim.Optimizer] | None = None,
     **kwargs: Any,
 ) -> tuple[Trainer, LRRecorder]:
+    """The tiny real Trainer every scheduler test shares: seeded, on CPU, quiet; ``kwargs`` go to ``Trainer``.
+
+    ``train_dataloader`` replaces the ``train_size`` regression samples; ``optimizer(model)`` replaces
+    ``SGD(lr=BASE_LR)`` (e.g. two param groups). An evaluator (8 samples, every ``eval_interval``) exists when
+    ``eval_values`` is given: its metric ``metrics/eval/Scripted`` returns them in order.
+    """
     torch.manual_seed(0)
     model = TinyModel(eval_values)
     recorder = LRRecorder()
     trainer = Trainer(
         model=model,
-        train_dataloader=loader(train_size),
+        train_dataloader=loader(train_size) if train_dataloader is None else train_dataloader,
         eval_dataloader=loader(8, seed=1) if eval_values is not None else None,
         eval_interval=eval_interval,
         max_duration=max_duration,
-        optimizers=torch.optim.SGD(model.parameters(), lr=BASE_LR),
+        optimizers=torch.optim.SGD(model.parameters(), lr=BASE_LR) if optimizer is None else optimizer(model),
         schedulers=list(schedulers),
         callbacks=[recorder, *callbacks],
         device="cpu",

@@ -1,6 +1,8 @@
-"""The keys of ``callbacks.checkpoint_guard``, declared once as a config model (no Composer, no torch).
+"""The keys of this package's callbacks, one config model each (no Composer, no torch).
 
-A wrong key or value is reported as one line per problem that names the YAML field, the value and what is allowed::
+``callbacks.reduce_lr_on_plateau`` and ``callbacks.schedule_resume_check`` take no keys; for
+``callbacks.checkpoint_guard``
+a wrong key or value is reported as one line per problem that names the YAML field, the value and what is allowed::
 
     callbacks.checkpoint_guard.verfy: unknown key (did you mean 'verify'?); allowed keys: quarantine_folder, verify, ...
     callbacks.checkpoint_guard.verify: 'crc' is not allowed; allowed: structure, full
@@ -9,13 +11,13 @@ A wrong key or value is reported as one line per problem that names the YAML fie
 from __future__ import annotations
 
 from pathlib import PurePosixPath
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator
 
 from foundry_ext.config.base import ConfigModel
 
-__all__ = ["FIELD", "CheckpointGuardConfig"]
+__all__ = ["FIELD", "CheckpointGuardConfig", "PlateauCallbackKeys", "ResumeCheckKeys"]
 
 FIELD = "callbacks.checkpoint_guard"
 
@@ -59,3 +61,17 @@ class CheckpointGuardConfig(ConfigModel):
                 "be a rename on the same filesystem), e.g. quarantine"
             )
         return value
+
+
+class PlateauCallbackKeys(ConfigModel):
+    """``callbacks.reduce_lr_on_plateau``: takes no keys; the plateau is configured under ``scheduler:``."""
+
+    no_keys_hint: ClassVar[str] = (
+        "the callback takes no keys: configure the plateau under scheduler: (name: reduce_lr_on_plateau)"
+    )
+
+
+class ResumeCheckKeys(ConfigModel):
+    """``callbacks.schedule_resume_check``: takes no keys (this package's schedulers attach it themselves)."""
+
+    no_keys_hint: ClassVar[str] = "the callback takes no keys: list it as schedule_resume_check: {}"

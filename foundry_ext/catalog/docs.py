@@ -3,7 +3,7 @@
 A table lives between ``<!-- keys: NAME -->`` and ``<!-- /keys -->`` (NAME a ``scheduler.name``, ``torch:Class``
 for a torch class's arguments, ``callback:NAME``, or ``NAME.key`` for the keys of a nested block, e.g.
 ``stages.override_decay``). ``tests/test_docs.py`` fails when a table differs from what
-the model says; ``python -m foundry_ext.config.docs docs/*.md`` rewrites them.
+the model says; ``python -m foundry_ext.catalog.docs docs/*.md`` rewrites them.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import re
 import sys
 from pathlib import Path
 
+from foundry_ext.catalog.registry import CALLBACK_MODELS, SCHEDULE_MODELS
 from foundry_ext.config.base import _item, _model_in
 from foundry_ext.config.durations import EXAMPLES
-from foundry_ext.config.registry import CALLBACK_MODELS, SCHEDULE_MODELS
 from foundry_ext.schedules.base import describe_keys
 from foundry_ext.schedules.torch import TORCH_MODELS
 
@@ -68,7 +68,7 @@ def stale_tables(text: str) -> list[str]:
     return [m.group("name") for m in BLOCK.finditer(text) if m.group("body") != keys_table(m.group("name"))]
 
 
-if __name__ == "__main__":  # python -m foundry_ext.config.docs docs/schedulers.md ...
+if __name__ == "__main__":  # python -m foundry_ext.catalog.docs docs/schedulers.md ...
     for arg in sys.argv[1:]:
         path = Path(arg)
         path.write_text(render(path.read_text()))

@@ -25,11 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from foundry_ext.config.base import build
-from foundry_ext.config.durations import UnknownBatchesPerEpoch
-from foundry_ext.config.errors import ConfigError, Problem, did_you_mean
-from foundry_ext.config.notices import warn_once
-from foundry_ext.config.registry import (
+from foundry_ext.catalog.registry import (
     CALLBACK_MODELS,
     FOUNDRY_CALLBACKS,
     SCHEDULE_MODELS,
@@ -37,6 +33,10 @@ from foundry_ext.config.registry import (
     foreign_scheduler_names,
     validate_block,
 )
+from foundry_ext.config.base import build
+from foundry_ext.config.durations import UnknownBatchesPerEpoch
+from foundry_ext.config.errors import ConfigError, Problem, did_you_mean
+from foundry_ext.config.notices import warn_once
 from foundry_ext.config.train_yaml import RunClock, run_clock
 from foundry_ext.schedules.base import ScheduleModel, run_check
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from functools import cache
 from importlib.metadata import entry_points
-from typing import Any, ClassVar
+from typing import Any
 
+from foundry_ext.catalog.callbacks import CheckpointGuardConfig, PlateauCallbackKeys, ResumeCheckKeys
 from foundry_ext.config.base import ConfigModel, build
 from foundry_ext.config.errors import ConfigError, join_path
 from foundry_ext.schedules.base import ScheduleModel
@@ -57,24 +58,8 @@ def _schedule_models() -> dict[str, type[ScheduleModel]]:
 SCHEDULE_MODELS: dict[str, type[ScheduleModel]] = _schedule_models()
 
 
-class PlateauCallbackKeys(ConfigModel):
-    """``callbacks.reduce_lr_on_plateau``: takes no keys; the plateau is configured under ``scheduler:``."""
-
-    no_keys_hint: ClassVar[str] = (
-        "the callback takes no keys: configure the plateau under scheduler: (name: reduce_lr_on_plateau)"
-    )
-
-
-class ResumeCheckKeys(ConfigModel):
-    """``callbacks.schedule_resume_check``: takes no keys (this package's schedulers attach it themselves)."""
-
-    no_keys_hint: ClassVar[str] = "the callback takes no keys: list it as schedule_resume_check: {}"
-
-
 #: Callback name -> model of its keys, for this package's callbacks.
 def _callback_models() -> dict[str, type[ConfigModel]]:
-    from foundry_ext.checkpoint_guard.config import CheckpointGuardConfig
-
     return {
         "reduce_lr_on_plateau": PlateauCallbackKeys,
         "schedule_resume_check": ResumeCheckKeys,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from foundry_ext.config.registry import CALLBACK_MODELS, FOUNDRY_CALLBACKS, SCHEDULE_MODELS, foreign_scheduler_names
+from foundry_ext.catalog.registry import CALLBACK_MODELS, FOUNDRY_CALLBACKS, SCHEDULE_MODELS, foreign_scheduler_names
 from foundry_ext.schedules.torch import CHILD_TYPES, TORCH_MODELS
 
 __all__ = ["SCHEMA_ID", "train_yaml_schema"]

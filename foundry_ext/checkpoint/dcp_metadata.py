@@ -1,7 +1,7 @@
 """The unpickler for a sharded checkpoint's ``.metadata``: only ``torch.distributed.checkpoint``'s own types.
 
 Used by ``foundry-ext inspect`` (:mod:`foundry_ext.checkpoint.sharded`) and by the ``checkpoint_guard`` callback
-(:mod:`foundry_ext.checkpoint_guard.integrity`), which both read ``.metadata`` files they must not trust.
+(:mod:`foundry_ext.trainer.checkpoint_guard.integrity`), which both read ``.metadata`` files they must not trust.
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ each value is the scheduler's own, not an interpolation.
 
 For ``reduce_lr_on_plateau`` the plot shows the time part (``base x warmup``); with ``--metrics FILE.csv`` (rows
 ``batch,value``: the monitored metric of a past run, as Composer logged it) it replays the adapter's decisions with
-the very :class:`~foundry_ext.plateau.PlateauRule` the callback uses and draws the cuts where a real run applies them.
+the very :class:`~foundry_ext.schedules.plateau_rule.PlateauRule` the callback uses and draws the cuts where a real
+run applies them.
 """
 
 from __future__ import annotations
@@ -124,7 +125,7 @@ def read_metrics(path: str) -> list[tuple[int, float]]:
 
 def run(args: argparse.Namespace) -> int:
     """Build, evaluate, print and draw the schedule."""
-    from foundry_ext.config.durations import UnknownBatchesPerEpoch
+    from foundry_ext.config.durations import UnknownBatchesPerEpoch, timestamp_of_batch
     from foundry_ext.config.errors import ConfigError
     from foundry_ext.config.train_yaml import load_train_config, one_line, optimizer_lr, run_clock, summarize
     from foundry_ext.preview import PlateauPreview, Preview, build_schedule, simulate_plateau
@@ -188,7 +189,7 @@ def run(args: argparse.Namespace) -> int:
 
     xs = sample_batches(total, args.points, [m.batch for m in marks] + list(args.at))
     lrs = [lr_of(b) for b in xs]
-    time_lrs = [base_lr * schedule.multiplier(max(b - 1, 0)) for b in xs] if cuts else None
+    time_lrs = [base_lr * schedule.multiplier(timestamp_of_batch(b)) for b in xs] if cuts else None
     eval_seconds = time.perf_counter() - eval_start
 
     params = summarize({k: v for k, v in block.items() if k != "name"})
@@ -248,8 +249,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _check_name(name: str) -> None:
+    from foundry_ext.catalog.preflight import known_scheduler_names
     from foundry_ext.config.errors import ConfigError, did_you_mean
-    from foundry_ext.config.preflight import known_scheduler_names
 
     names = known_scheduler_names()
     if name not in names:
@@ -363,11 +364,11 @@ def _render_png(
     ylabel: str,
 ) -> tuple[int, int]:
     """Draw the schedule to ``path``, each mark a labelled vertical line; return the image size in pixels."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     from matplotlib.ticker import FuncFormatter
+
+    from foundry_ext.figures import pyplot, save_figure
+
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(10, 5.2), dpi=100)
     try:
@@ -423,12 +424,10 @@ def _render_png(
         wrapped = "\n".join(textwrap.wrap(title, 100)[:3])
         ax.set_title(f"{wrapped}\n{subtitle}", fontsize=10)
         ax.legend(loc="best", fontsize=8, framealpha=0.85)
-        fig.tight_layout()
         try:
-            fig.savefig(path)
+            width, height = save_figure(fig, path)
         except (OSError, ValueError) as e:  # a missing folder, or an extension matplotlib cannot write
             raise UsageError(f"--out {path}: cannot write: {' '.join(str(e).split())}") from None
-        width, height = fig.canvas.get_width_height()
     finally:
         plt.close(fig)
     return width, height

@@ -22,9 +22,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print one block per scheduler name."""
+    from foundry_ext.catalog.registry import SCHEDULE_MODELS, foreign_scheduler_names
     from foundry_ext.cli import UsageError
     from foundry_ext.config.errors import did_you_mean
-    from foundry_ext.config.registry import SCHEDULE_MODELS, foreign_scheduler_names
 
     foreign = foreign_scheduler_names()
     names = sorted(set(SCHEDULE_MODELS) | set(foreign))
@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
 def _keys_line(model: Any) -> str:
     from foundry_ext.schedules.base import describe_keys
 
-    if model.name == "torch_lr_scheduler":
+    if model.has_formula and model.kind == "torch":
         from foundry_ext.schedules.torch import TORCH_MODELS
 
         return f"type ({', '.join(sorted(TORCH_MODELS))}) + that torch class's arguments"
@@ -70,7 +70,7 @@ def _keys_table(model: Any) -> None:
     from foundry_ext.schedules.base import describe_keys
 
     models = [model]
-    if model.name == "torch_lr_scheduler":
+    if model.has_formula and model.kind == "torch":
         from foundry_ext.schedules.torch import TORCH_MODELS
 
         print("  type:          the torch class; each takes the keys listed under it")

@@ -1,4 +1,4 @@
-"""``foundry-ext schema [--out FILE]``: the JSON Schema of train YAMLs, for editors (:mod:`foundry_ext.config.schema`).
+"""``foundry-ext schema [--out FILE]``: the JSON Schema of train YAMLs, for editors (:mod:`foundry_ext.catalog.schema`).
 
 Point an editor at it with a first line in the YAML, ``# yaml-language-server: $schema=./train-yaml.schema.json``,
 or in VS Code's ``yaml.schemas`` setting; docs/cli.md shows both.
@@ -20,8 +20,8 @@ def run(args: argparse.Namespace) -> int:
     """Print or write the schema."""
     import json
 
+    from foundry_ext.catalog.schema import train_yaml_schema
     from foundry_ext.cli import UsageError
-    from foundry_ext.config.schema import train_yaml_schema
 
     text = json.dumps(train_yaml_schema(), indent=2, sort_keys=False) + "\n"
     if not args.out:

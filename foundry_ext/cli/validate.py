@@ -1,6 +1,6 @@
 """``foundry-ext validate CONFIG.yaml [key=value ...]``: every problem of a train YAML's schedule, at once.
 
-Loads the YAML as ``train.py`` does, then runs the pre-flight check (:mod:`foundry_ext.config.preflight`, the same
+Loads the YAML as ``train.py`` does, then runs the pre-flight check (:mod:`foundry_ext.catalog.preflight`, the same
 code llm-foundry runs before it builds anything) and evaluates the schedule over the run (:mod:`foundry_ext.preview`,
 the LR of the first and the last batch), which runs the checks the Trainer makes when it first calls the scheduler.
 Every problem is one line naming its YAML field; a warmup longer than the run is reported too (it trains, but the LR
@@ -42,9 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print ``OK: ...`` and return 0, or print every problem on its own line and return 2."""
+    from foundry_ext.catalog.preflight import check_train_config
     from foundry_ext.cli import UsageError
     from foundry_ext.config.errors import ConfigError
-    from foundry_ext.config.preflight import check_train_config
     from foundry_ext.config.train_yaml import load_train_config
 
     try:

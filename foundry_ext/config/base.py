@@ -13,7 +13,7 @@ import math
 import types
 import typing
 from collections.abc import Iterable, Mapping
-from typing import Annotated, Any, ClassVar, Literal, TypeVar, get_args, get_origin
+from typing import Annotated, Any, Literal, TypeVar, get_args, get_origin
 
 import annotated_types
 from pydantic import BaseModel, ConfigDict, PlainSerializer, PlainValidator, ValidationError, WithJsonSchema
@@ -47,9 +47,6 @@ class ConfigModel(BaseModel):
         use_attribute_docstrings=False,
         defer_build=True,  # validators built on first use: the CLI loads every model but validates a few
     )
-
-    #: Durations that ``scale_schedule_ratio`` does not scale (e.g. a warmup unless ``scale_warmup``).
-    unscaled_fields: ClassVar[tuple[str, ...]] = ()
 
     def durations(self) -> dict[str, Duration]:
         """Every duration that is set, by field name (``milestones[0]`` for the items of a list)."""

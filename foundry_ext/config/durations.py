@@ -33,6 +33,7 @@ __all__ = [
     "now",
     "parse",
     "resolve",
+    "timestamp_of_batch",
 ]
 
 #: Units a schedule duration may use, and their timestamp attribute.
@@ -207,3 +208,13 @@ def max_duration_of(state: Any) -> Duration:
     if md is None:
         raise RuntimeError("max_duration must be set before a scheduler is called")
     return Duration(md.value, md.unit.value)
+
+
+def timestamp_of_batch(batch: int) -> int:
+    """The timestamp (batches done) at which the multiplier of 0-indexed ``batch`` is evaluated: ``max(b - 1, 0)``.
+
+    Composer steps its ``LambdaLR`` at the end of batch ``b`` before the timestamp advances, so batch ``b`` trains
+    with the multiplier at ``b - 1`` (batch 0 with the one at 0). The one place this rule lives: the preview, the plot
+    and the lr-find ramp call it.
+    """
+    return batch - 1 if batch > 0 else 0

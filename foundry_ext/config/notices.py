@@ -1,6 +1,6 @@
 """Warnings about a config, each printed once per process: by the pre-flight check or by the scheduler, not both.
 
-The pre-flight check (:mod:`foundry_ext.config.preflight`, run by llm-foundry before it builds anything) and the
+The pre-flight check (:mod:`foundry_ext.catalog.preflight`, run by llm-foundry before it builds anything) and the
 scheduler's first call (while the Trainer is built) can both find, say, a warmup longer than the run; the user gets one
 line.
 """

@@ -16,6 +16,7 @@ from composer.optim import ComposerScheduler
 from pydantic import Field, field_validator
 
 from foundry_ext.config.base import ConfigModel, build
+from foundry_ext.config.durations import timestamp_of_batch
 
 __all__ = ["ExponentialRampConfig", "ExponentialRampScheduler", "ramp_for_batches", "ramp_lr"]
 
@@ -88,5 +89,5 @@ def ramp_lr(lr_max: float, alpha_i: float, t_max: int, batch: int) -> float:
 
     ``LambdaLR`` sets ``lr = initial_lr * multiplier``; batch ``b`` gets the multiplier at timestamp ``max(b - 1, 0)``.
     """
-    t = min(max(batch - 1, 0), t_max)
+    t = min(timestamp_of_batch(batch), t_max)
     return lr_max * math.exp(math.log(alpha_i) * (1.0 - t / t_max))

@@ -2,7 +2,7 @@
 
 A schedule model is a :class:`~foundry_ext.config.base.ConfigModel` whose fields are the YAML keys of one
 ``scheduler.name``. Schedules of this package also carry their formula (:meth:`ScheduleModel.multiplier`), a pure
-function of the time and the resolved durations, so that the Composer adapter (``foundry_ext.schedulers``), the
+function of the time and the resolved durations, so that the Composer adapter (``foundry_ext.trainer``), the
 preview (``foundry-ext plot``) and the docs run the same code. Models of Composer's and llm-foundry's own schedules
 only validate (their formula is Composer's, run by Composer's class).
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from foundry_ext.config.base import ConfigModel
 from foundry_ext.config.durations import Duration, Resolved, convert, resolve
@@ -21,6 +21,10 @@ __all__ = ["Mark", "RunCheck", "RunContext", "ScheduleModel", "describe_keys", "
 
 #: A named point of a schedule: (label, time, unit), e.g. ("warmup end", 100, "ba").
 Mark = tuple[str, int, str]
+
+
+#: ``scheduler.name`` -> model, filled as each model class is defined.
+_DEFINED: dict[str, type[ScheduleModel]] = {}
 
 
 class ScheduleModel(ConfigModel):
@@ -38,9 +42,28 @@ class ScheduleModel(ConfigModel):
     warmup_field: ClassVar[str | None] = None
     #: Whether :meth:`multiplier` is this package's (else the adapter runs Composer's or llm-foundry's class).
     has_formula: ClassVar[bool] = False
+    #: What kind of schedule it is, for the tools that show it: ``formula`` (:meth:`multiplier` alone), ``torch`` (a
+    #: torch scheduler, stepped), ``plateau`` (a time part times a scale decided at run time). Only read when
+    #: :attr:`has_formula`; the others run Composer's or llm-foundry's class.
+    kind: ClassVar[Literal["formula", "torch", "plateau"]] = "formula"
     #: Whether every duration must convert to one unit (this package's formulas); Composer's classes convert each
     #: duration on its own, so a warmup in tokens with milestones in batches is valid there.
     single_unit: ClassVar[bool] = True
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        name = cls.__dict__.get("name")
+        if isinstance(name, str) and name:
+            _DEFINED.setdefault(name, cls)
+
+    @staticmethod
+    def defined(name: str) -> type[ScheduleModel] | None:
+        """The model of ``scheduler.name`` among the models defined so far (the catalog imports every one).
+
+        For a schedule that holds another one (the plateau's ``base``): the catalog is above this layer, so a
+        model looks its neighbours up here rather than importing it.
+        """
+        return _DEFINED.get(name)
 
     def unscaled(self) -> frozenset[str]:
         """Durations that ssr does not scale: the warmup unless ``scale_warmup`` is true (Composer's rule)."""

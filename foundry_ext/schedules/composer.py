@@ -1,9 +1,9 @@
 """Models of Composer's schedules (registered by this package) and of llm-foundry's four built-in ones.
 
-They validate; the formula is Composer's, run by Composer's own class (``foundry_ext.schedulers.composer`` subclasses
-it for the names this package registers; llm-foundry builds its four itself). The checks Composer makes only when
-the Trainer first calls the scheduler (after the model is built) are repeated in :meth:`run_problems`, so that
-``foundry-ext validate`` and the pre-flight check report them before anything is built.
+They validate; the formula is Composer's, run by Composer's own class (``foundry_ext.trainer.composer_schedulers``
+subclasses it for the names this package registers; llm-foundry builds its four itself). The checks Composer makes
+only when the Trainer first calls the scheduler (after the model is built) are repeated in :meth:`run_problems`, so
+that ``foundry-ext validate`` and the pre-flight check report them before anything is built.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def _repeat(label: str, every: int, unit: str, total: int) -> list[Mark]:
 
 
 def _composer_adapter(cls_name: str) -> str:
-    return f"foundry_ext.schedulers.composer:{cls_name}"
+    return f"foundry_ext.trainer.composer_schedulers:{cls_name}"
 
 
 class Step(_Composer):
@@ -155,22 +155,34 @@ class Polynomial(_Composer):
     alpha_f: NonNegative = Field(0.0, description="final multiplier")
 
 
-def _composer_t_max_check(t_max: Duration, max_duration: Duration, batches_per_epoch: int | None) -> list[Problem]:
-    """Composer's ``_raise_if_max_duration_exceeds_t_max``: t_max (as given) must cover the whole run."""
-    if t_max.unit == max_duration.unit:
-        short = t_max.value < max_duration.value
-    elif t_max.unit == "ba" and max_duration.unit == "ep" and batches_per_epoch is not None:
-        short = t_max.value < max_duration.value * batches_per_epoch
-    elif t_max.unit == "ep" and max_duration.unit == "ba" and batches_per_epoch is not None:
-        short = t_max.value * batches_per_epoch < max_duration.value
+def _composer_t_max_check(
+    t_max: Duration, max_duration: Duration, batches_per_epoch: int | None, ssr: float = 1.0
+) -> list[Problem]:
+    """Composer's ``_raise_if_max_duration_exceeds_t_max``: t_max must cover the whole run.
+
+    Composer checks t_max as it converts it, scaled by ``scale_schedule_ratio`` (``ep`` first to batches; ``dur`` is
+    not scaled), against the ``max_duration`` the Trainer has already scaled.
+    """
+    scaled = t_max
+    if ssr != 1.0 and t_max.unit in ("ba", "tok", "sp"):
+        scaled = Duration(int(t_max.value * ssr), t_max.unit)
+    elif ssr != 1.0 and t_max.unit == "ep" and batches_per_epoch is not None:
+        scaled = Duration(int(int(t_max.value * batches_per_epoch) * ssr), "ba")
+    if scaled.unit == max_duration.unit:
+        short = scaled.value < max_duration.value
+    elif scaled.unit == "ba" and max_duration.unit == "ep" and batches_per_epoch is not None:
+        short = scaled.value < max_duration.value * batches_per_epoch
+    elif scaled.unit == "ep" and max_duration.unit == "ba" and batches_per_epoch is not None:
+        short = scaled.value * batches_per_epoch < max_duration.value
     else:
         return []
     if not short:
         return []
+    given = str(t_max) if scaled is t_max else f"{t_max} (x scale_schedule_ratio {ssr} = {scaled})"
     return [
         Problem(
             "t_max",
-            f"{t_max} is shorter than max_duration={max_duration}: Composer refuses it (the schedule would be "
+            f"{given} is shorter than max_duration={max_duration}: Composer refuses it (the schedule would be "
             "undefined after t_max); set t_max >= max_duration, or '1dur'",
         )
     ]
@@ -184,7 +196,8 @@ class _WithWarmupTMax(ScheduleModel):
 
     def run_problems(self, d: Mapping[str, int], run: RunContext) -> list[Problem]:
         del d
-        return _composer_t_max_check(self.t_max, run.max_duration, run.dataloader_len)  # type: ignore[attr-defined]
+        t_max = self.t_max  # type: ignore[attr-defined]
+        return _composer_t_max_check(t_max, run.max_duration, run.dataloader_len, run.ssr)
 
 
 class PolynomialWithWarmup(_WithWarmupTMax):

@@ -43,7 +43,7 @@ class InverseSqrt(ScheduleModel):
 
     name = "inverse_sqrt"
     summary = "linear warmup from alpha_i, then alpha_f + (1 - alpha_f) / sqrt((t + tau - t_w) / tau) (T5/Noam)"
-    adapter = "foundry_ext.schedulers.inverse_sqrt:InverseSqrtScheduler"
+    adapter = "foundry_ext.trainer.schedulers:InverseSqrtScheduler"
     warmup_field = "t_warmup"
     has_formula = True
 

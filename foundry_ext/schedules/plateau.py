@@ -7,14 +7,17 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from foundry_ext.config.base import NonNegativeDuration, PositiveDuration
+from foundry_ext.config.base import NonNegativeDuration, PositiveDuration, build
 from foundry_ext.config.durations import Duration
 from foundry_ext.config.errors import ConfigError
 from foundry_ext.schedules.base import ScheduleModel
+from foundry_ext.schedules.plateau_rule import PlateauRule
 
-__all__ = ["DEFAULT_MONITOR", "ReduceLROnPlateau"]
+__all__ = ["DEFAULT_MONITOR", "RULE_KEYS", "ReduceLROnPlateau"]
 
 DEFAULT_MONITOR = "metrics/eval/LanguageCrossEntropy"
+#: The keys that are the settings of :class:`PlateauRule`.
+RULE_KEYS = ("mode", "factor", "patience", "threshold", "threshold_mode", "cooldown", "min_lr", "min_scale", "eps")
 
 
 class ReduceLROnPlateau(ScheduleModel):
@@ -25,13 +28,14 @@ class ReduceLROnPlateau(ScheduleModel):
 
     where :math:`\alpha_{base}` is the optional ``base`` schedule (1 when none), :math:`t_w` = ``t_warmup`` and
     :math:`s` the plateau scale, which starts at 1 and is multiplied by ``factor`` at each cut (torch's rule,
-    :class:`foundry_ext.plateau.PlateauRule`). The scale lives in the callback
-    :class:`foundry_ext.plateau.ReduceLROnPlateauCallback`, which the scheduler attaches to the Trainer.
+    :class:`foundry_ext.schedules.plateau_rule.PlateauRule`). The scale lives in the callback
+    :class:`foundry_ext.trainer.plateau.ReduceLROnPlateauCallback`, which the scheduler attaches to the Trainer.
     """
 
     name = "reduce_lr_on_plateau"
+    kind = "plateau"
     summary = "torch's ReduceLROnPlateau as a Composer callback + scheduler, composable with any schedule (base)"
-    adapter = "foundry_ext.plateau.scheduler:ReduceLROnPlateauScheduler"
+    adapter = "foundry_ext.trainer.plateau:ReduceLROnPlateauScheduler"
     warmup_field = "t_warmup"
     has_formula = True
 
@@ -90,9 +94,11 @@ class ReduceLROnPlateau(ScheduleModel):
         block = dict(value)
         if block["name"] == cls.name:
             raise ConfigError("name", "reduce_lr_on_plateau cannot be its own base; pick a time-based schedule")
-        from foundry_ext.config.registry import validate_block
-
-        validate_block(block, path="")  # raises naming base.<key> (pydantic adds 'base'); unknown names: llm-foundry's
+        if not isinstance(block["name"], str):
+            raise ConfigError("name", f"{block['name']!r} is not a scheduler name; expected e.g. warmup_stable_decay")
+        model = ScheduleModel.defined(block["name"])
+        if model is not None:  # raises naming base.<key> (pydantic adds 'base'); unknown names: llm-foundry's
+            build(model, {k: v for k, v in block.items() if k != "name"}, path="")
         return block
 
     @model_validator(mode="after")
@@ -119,6 +125,14 @@ class ReduceLROnPlateau(ScheduleModel):
     def durations(self) -> dict[str, Duration]:
         # check_interval is not part of the LR formula; the base's durations are its own
         return {"t_warmup": self.t_warmup}
+
+    def rule(self) -> PlateauRule:
+        """The decision rule with these settings (torch's arithmetic): what the callback and the preview apply."""
+        return PlateauRule(**{key: getattr(self, key) for key in RULE_KEYS})
+
+    def time_multiplier(self, t: int, d: Mapping[str, int], base: float = 1.0) -> float:
+        r"""Everything but the plateau scale, :math:`\alpha_{base}(t) \cdot \min(1, t / t_w)`; ``base`` is the first."""
+        return self.multiplier(t, d) * base
 
     def multiplier(self, t: int, d: Mapping[str, int]) -> float:
         r"""The warmup part :math:`\\min(1, t / t_w)` (the base and the scale are multiplied in by the caller)."""

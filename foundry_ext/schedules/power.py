@@ -42,7 +42,7 @@ class Power(ScheduleModel):
 
     name = "power"
     summary = "linear warmup, then (t / t_warmup)^b (b < 0), then a linear tail to alpha_f ending at t_max (PowerLR)"
-    adapter = "foundry_ext.schedulers.power:PowerScheduler"
+    adapter = "foundry_ext.trainer.schedulers:PowerScheduler"
     warmup_field = "t_warmup"
     has_formula = True
 

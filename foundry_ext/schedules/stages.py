@@ -70,7 +70,7 @@ class Stages(ScheduleModel):
 
     name = "stages"
     summary = "linear / cosine stages between multipliers, and an optional override decay from wherever it is"
-    adapter = "foundry_ext.schedulers.stages:StagesScheduler"
+    adapter = "foundry_ext.trainer.schedulers:StagesScheduler"
     has_formula = True
 
     stages: list[Stage] = Field(

@@ -255,7 +255,8 @@ class TorchLR(ScheduleModel):
 
     name = "torch_lr_scheduler"
     summary = "any torch.optim.lr_scheduler class by name (type: StepLR, ...), with torch's arguments"
-    adapter = "foundry_ext.schedulers.torch_lr:TorchLRScheduler"
+    kind = "torch"
+    adapter = "foundry_ext.trainer.torch_lr:TorchLRScheduler"
     has_formula = True
 
     type: str = Field(description="the torch class, e.g. StepLR, CosineAnnealingLR, SequentialLR, OneCycleLR")

@@ -71,7 +71,7 @@ class WarmupStableDecay(ScheduleModel):
 
     name = "warmup_stable_decay"
     summary = "warmup, constant, then a linear / sqrt (1-sqrt) / cosine / square decay to alpha_f ending at t_max"
-    adapter = "foundry_ext.schedulers.wsd:WarmupStableDecayScheduler"
+    adapter = "foundry_ext.trainer.schedulers:WarmupStableDecayScheduler"
     warmup_field = "t_warmup"
     has_formula = True
 

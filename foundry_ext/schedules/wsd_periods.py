@@ -48,7 +48,7 @@ class WSDPeriods(ScheduleModel):
 
     name = "wsd_periods"
     summary = "WSD-S: one warmup, then periods that each hold a peak and decay to alpha_f at their end (WSDS)"
-    adapter = "foundry_ext.schedulers.wsd_periods:WSDPeriodsScheduler"
+    adapter = "foundry_ext.trainer.schedulers:WSDPeriodsScheduler"
     warmup_field = "t_warmup"
     has_formula = True
 

@@ -31,9 +31,9 @@ from composer.core import State
 from foundry_ext.config.base import build
 from foundry_ext.config.durations import Duration
 from foundry_ext.config.errors import current_path
-from foundry_ext.schedulers.base import RunResolver
 from foundry_ext.schedules.base import ScheduleModel
 from foundry_ext.schedules.composer import COMPOSER_MODELS
+from foundry_ext.trainer.schedulers import RunResolver
 
 __all__ = [
     "COMPOSER_SCHEDULERS",

@@ -10,7 +10,7 @@ without a word (``composer/core/state.py``, ``State.load_state_dict`` only visit
 settings, ``max_duration``, the plateau scale if a plateau adapter ran, and the LR that the checkpoint's schedule
 gives the batch after the first resumed one. At ``Event.FIT_START`` of a resumed run it computes that LR with this
 run's schedulers and, if it differs, logs one line with both LRs and the cause it can name. Every scheduler of this
-package attaches one (``foundry_ext.schedulers.base.RunResolver``); for llm-foundry's own schedulers list it in the
+package attaches one (``foundry_ext.trainer.schedulers.RunResolver``); for llm-foundry's own schedulers list it in the
 YAML: ``callbacks: {schedule_resume_check: {}}``.
 """
 
@@ -23,10 +23,10 @@ from typing import Any
 from composer.core import Callback, State
 from composer.loggers import Logger
 
+from foundry_ext.catalog.callbacks import ResumeCheckKeys
 from foundry_ext.config.base import build
 from foundry_ext.config.notices import warn_once
-from foundry_ext.config.registry import ResumeCheckKeys
-from foundry_ext.lr_lambdas import compiled_schedulers, next_lrs
+from foundry_ext.trainer.lr_lambdas import compiled_schedulers, next_lrs
 
 __all__ = ["ScheduleResumeCheck", "describe_scheduler"]
 

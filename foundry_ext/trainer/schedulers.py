@@ -1,4 +1,8 @@
-"""The ComposerScheduler side of a schedule model: validate the keys once, check the run at the first call.
+"""The ComposerSchedulers of this package's own schedules, generated from their models (no file per schedule).
+
+Every model of the catalog whose ``adapter`` names this module (``foundry_ext.trainer.schedulers:<Class>``) gets a
+:class:`ModelScheduler` subclass of that name here, e.g. :class:`WarmupStableDecayScheduler` for
+:class:`~foundry_ext.schedules.wsd.WarmupStableDecay`; the entry points of pyproject.toml name those classes.
 
 llm-foundry builds a scheduler with ``cls(**kwargs)``. :class:`ModelScheduler` validates ``kwargs`` with the class's
 :class:`~foundry_ext.schedules.base.ScheduleModel` (every problem, one line each, before any model is built) and, at
@@ -15,14 +19,22 @@ from typing import Any, ClassVar
 from composer.core import State
 from composer.optim import ComposerScheduler
 
+from foundry_ext.catalog.registry import SCHEDULE_MODELS
 from foundry_ext.config.base import build
 from foundry_ext.config.durations import Resolved, UnknownBatchesPerEpoch, max_duration_of, now
 from foundry_ext.config.errors import ConfigError, current_path
 from foundry_ext.config.notices import warn_once
-from foundry_ext.resume_check import ScheduleResumeCheck
 from foundry_ext.schedules.base import ScheduleModel, run_check
+from foundry_ext.trainer.resume_check import ScheduleResumeCheck
 
-__all__ = ["ModelScheduler", "RunResolver"]
+#: Composer's call, ``scheduler(state, ssr)``: ``compile_composer_scheduler`` passes ``ssr`` (scale_schedule_ratio)
+#: only to a scheduler whose signature has two parameters.
+CALL_SIGNATURE = inspect.Signature(
+    [
+        inspect.Parameter("state", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+        inspect.Parameter("ssr", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=1.0),
+    ]
+)
 
 
 class RunResolver:
@@ -41,7 +53,7 @@ class RunResolver:
         if id(state) != self._state_id:
             # First call on this State: the Trainer is compiling its schedulers, before it loads a checkpoint.
             # Every scheduler of this package passes here, so each run saves what schedule wrote its checkpoints
-            # and a resume whose LR does not continue the checkpoint's is announced (foundry_ext/resume_check.py).
+            # and a resume whose LR does not continue the checkpoint's is announced (trainer/resume_check.py).
             self._state_id = id(state)
             ScheduleResumeCheck.attach(state)
         md = state.max_duration
@@ -69,6 +81,18 @@ class RunResolver:
         return check.resolved  # type: ignore[return-value]
 
 
+class _Signature:
+    """``__signature__`` of a :class:`ModelScheduler`: the YAML keys on the class, Composer's call on an instance.
+
+    ``inspect.signature(WarmupStableDecayScheduler)`` (help(), IDEs) shows the keys and their defaults; Composer
+    inspects the *instance* and must see ``(state, ssr=1.0)``, else it refuses ``scale_schedule_ratio`` for a
+    schedule with exactly one key (``Scheduler ... does not support scale_schedule_ratio``).
+    """
+
+    def __get__(self, obj: Any, owner: type) -> inspect.Signature | None:
+        return owner._keys_signature if obj is None else CALL_SIGNATURE
+
+
 class ModelScheduler(ComposerScheduler):
     """A ComposerScheduler whose keys are the fields of ``Config`` and whose multiplier is ``Config``'s formula.
 
@@ -76,6 +100,8 @@ class ModelScheduler(ComposerScheduler):
     """
 
     Config: ClassVar[type[ScheduleModel]]
+    _keys_signature: ClassVar[inspect.Signature | None] = None
+    __signature__ = _Signature()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -91,7 +117,7 @@ class ModelScheduler(ComposerScheduler):
             )
             for name, info in config.model_fields.items()
         ]
-        cls.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+        cls._keys_signature = inspect.Signature(params)
         # the formula is written once, in the model's docstring; help() on the scheduler shows it too
         where = f"{config.__module__}.{config.__qualname__}"
         cls.__doc__ = f"{cls.__doc__ or ''}\n\n    **The schedule** (:class:`{where}`):\n\n    {config.__doc__ or ''}"
@@ -110,3 +136,31 @@ class ModelScheduler(ComposerScheduler):
     def __call__(self, state: State, ssr: float = 1.0) -> float:
         d = self.resolve(state, ssr)
         return self.config.multiplier(now(state, d.unit), d.values)
+
+
+def _scheduler_class(model: type[ScheduleModel], class_name: str) -> type[ModelScheduler]:
+    """The ModelScheduler of ``model``, named ``class_name``; its docstring lists the keys from the model's fields."""
+    keys = "\n".join(
+        f"        {name}: {info.description or ''}."
+        + ("" if info.is_required() else f" Default = ``{info.get_default(call_default_factory=True)!r}``.")
+        for name, info in model.model_fields.items()
+    )
+    doc = (
+        f"``{model.name}`` as a ComposerScheduler: {model.summary}.\n\n    Args:\n{keys}\n\n    Raises:\n"
+        f"        ConfigError: every bad key, one line each (``scheduler.<key>: ...``), when the scheduler is built."
+    )
+    return type(class_name, (ModelScheduler,), {"Config": model, "__module__": __name__, "__doc__": doc})
+
+
+def _generate() -> dict[str, type[ModelScheduler]]:
+    classes = {}
+    for model in SCHEDULE_MODELS.values():
+        module, _, class_name = model.adapter.partition(":")
+        if module == __name__:
+            classes[class_name] = _scheduler_class(model, class_name)
+    return classes
+
+
+_GENERATED = _generate()
+globals().update(_GENERATED)
+__all__ = ["CALL_SIGNATURE", "ModelScheduler", "RunResolver", *sorted(_GENERATED)]

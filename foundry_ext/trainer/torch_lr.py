@@ -2,7 +2,7 @@
 
 ``scheduler: {name: torch_lr_scheduler, type: StepLR, step_size: 1000, gamma: 0.5}`` runs torch's own ``StepLR``: the
 multiplier at batch ``t`` is the LR that torch's scheduler gives after ``t`` calls of ``.step()`` on an optimizer whose
-LR is 1.0 (:mod:`foundry_ext.schedulers.torch_engine`). The arguments are validated per class by
+LR is 1.0 (:mod:`foundry_ext.trainer.torch_engine`). The arguments are validated per class by
 :mod:`foundry_ext.schedules.torch` before torch sees them.
 """
 
@@ -13,9 +13,9 @@ from typing import Any
 from composer.core import State
 
 from foundry_ext.config.errors import ConfigError
-from foundry_ext.schedulers.base import ModelScheduler
-from foundry_ext.schedulers.torch_engine import TorchSchedule
 from foundry_ext.schedules.torch import REFUSED, TORCH_MODELS, TorchLR
+from foundry_ext.trainer.schedulers import ModelScheduler
+from foundry_ext.trainer.torch_engine import TorchSchedule
 
 __all__ = ["SUPPORTED_TYPES", "TorchLRScheduler", "torch_step"]
 

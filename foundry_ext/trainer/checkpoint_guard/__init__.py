@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING
 from foundry_ext._lazy import lazy_exports
 
 _EXPORTS = {
-    "CheckpointGuard": "foundry_ext.checkpoint_guard.callback",
-    "CheckpointGuardConfig": "foundry_ext.checkpoint_guard.config",
+    "CheckpointGuard": "foundry_ext.trainer.checkpoint_guard.callback",
+    "CheckpointGuardConfig": "foundry_ext.catalog.callbacks",
 }
 __all__ = ["CheckpointGuard", "CheckpointGuardConfig"]
 
 if TYPE_CHECKING:
-    from foundry_ext.checkpoint_guard.callback import CheckpointGuard
-    from foundry_ext.checkpoint_guard.config import CheckpointGuardConfig
+    from foundry_ext.catalog.callbacks import CheckpointGuardConfig
+    from foundry_ext.trainer.checkpoint_guard.callback import CheckpointGuard
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -12,10 +12,10 @@ from composer.core import Callback, State
 from composer.loggers import Logger
 from composer.utils import dist
 
-from foundry_ext.checkpoint_guard.config import FIELD, CheckpointGuardConfig
-from foundry_ext.checkpoint_guard.recovery import Layout, apply, plan
+from foundry_ext.catalog.callbacks import FIELD, CheckpointGuardConfig
 from foundry_ext.config.base import build
 from foundry_ext.config.errors import ConfigError
+from foundry_ext.trainer.checkpoint_guard.recovery import Layout, apply, plan
 
 __all__ = ["CheckpointGuard"]
 
@@ -46,7 +46,7 @@ class CheckpointGuard(Callback):
 
     Completed checkpoints are never moved, rewritten or deleted, and older checkpoints are not even read. The other
     ranks wait for rank 0's decision (a broadcast) and, where they see the same folder, until the changes are
-    visible to them. See :mod:`foundry_ext.checkpoint_guard.integrity` for what "complete" means.
+    visible to them. See :mod:`foundry_ext.trainer.checkpoint_guard.integrity` for what "complete" means.
 
     Args:
         quarantine_folder (str): Folder for incomplete checkpoints, relative to the local ``save_folder``.
@@ -118,7 +118,7 @@ class CheckpointGuard(Callback):
         return (str(result.resume) if result.resume else None), latest, moved
 
     def _problem(self, path: Path) -> str | None:
-        from foundry_ext.checkpoint_guard.integrity import problem
+        from foundry_ext.trainer.checkpoint_guard.integrity import problem
 
         return problem(path, full=self.config.verify == "full")
 

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from foundry_ext.checkpoint_guard.integrity import problem as default_problem
+from foundry_ext.trainer.checkpoint_guard.integrity import problem as default_problem
 
 __all__ = ["TIME_UNITS", "Action", "Layout", "Plan", "apply", "plan"]
 
@@ -133,7 +133,7 @@ def plan(layout: Layout, problem: Callable[[Path], str | None] = default_problem
     Args:
         layout (Layout): The folder and its naming.
         problem (Callable): ``problem(path) -> None | reason``: the completeness check
-            (:func:`foundry_ext.checkpoint_guard.integrity.problem`).
+            (:func:`foundry_ext.trainer.checkpoint_guard.integrity.problem`).
     """
     result = Plan(resume=None)
     quarantine_dir = layout.folder / layout.quarantine

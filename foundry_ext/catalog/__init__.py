@@ -1,0 +1,5 @@
+"""The names this package knows, and what is built on them; pure Python, neither torch nor Composer.
+
+``scheduler.name`` and callback name -> config model (:mod:`.registry`, :mod:`.callbacks`), the pre-flight check of
+a train YAML (:mod:`.preflight`), its JSON Schema (:mod:`.schema`) and the key tables of the docs (:mod:`.docs`).
+"""
