@@ -68,7 +68,7 @@ LONG_WARMUP = "100ba"
 # The plateau settings compared. The threshold is absolute and set from the eval noise measured on the constant-LR
 # runs of this scenario (the residual sd of the eval loss over the flat last third, reported with the table):
 # improvements smaller than the noise are not improvements. `recommended` is what yamls/tiny-plateau.yaml ships
-# (tests/test_bench_smoke.py checks that they agree).
+# (tests/bench/test_bench_smoke.py checks that they agree).
 PLATEAU_SETTINGS: dict[str, dict[str, Any]] = {
     "recommended": {"patience": 2, "factor": 0.5, "threshold": 0.003, "threshold_mode": "abs"},
     "patient": {"patience": 5, "factor": 0.2, "threshold": 0.003, "threshold_mode": "abs"},

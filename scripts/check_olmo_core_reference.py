@@ -1,4 +1,4 @@
-"""Check that tests/olmo_core_reference.py (OLMo-core's schedulers, transcribed) equals released OLMo-core bit for bit.
+"""Check that tests/support/olmo_core_reference.py (OLMo-core's schedulers, transcribed) equals OLMo-core exactly.
 
 OLMo-core (``ai2-olmo-core``) needs torch >= 2.10 and cannot be installed next to this stack, so the tests compare
 against a transcription of its code. This script downloads the released wheel (``pip download --no-deps``, nothing is
@@ -80,7 +80,7 @@ def lr(scheduler: object, t: int, t_max: int) -> object:
 def main() -> None:
     """Compare on 300 random configurations of each class, at every step."""
     sys.path.insert(0, str(REPO))
-    import tests.olmo_core_reference as ref
+    import tests.support.olmo_core_reference as ref
 
     with tempfile.TemporaryDirectory() as tmp:
         real = load_released(sys.argv[1] if len(sys.argv) > 1 else None, Path(tmp))

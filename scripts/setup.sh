@@ -20,7 +20,7 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     touch "$stamp"
 fi
 
-# yaml-language-server (the YAML editors' schema engine), for tests/test_schema_editor.py: the JSON Schema of
+# yaml-language-server (the YAML editors' schema engine), for tests/catalog/test_schema_editor.py: the JSON Schema of
 # `foundry-ext schema` is checked in the engine editors use, not only with Python's jsonschema. npm's registry only.
 yls=.venv/yaml-language-server
 if [ ! -x "$yls/node_modules/.bin/yaml-language-server" ] && command -v npm > /dev/null; then

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from foundry_ext.demo_data import DEFAULT_SEED, FORMAT_VERSION, read_marker, write_demo_data
-from tests.launcher import REPO, RunComposer, TrainRun, run_train
+from tests.support.launcher import REPO, RunComposer, TrainRun, run_train
 
 
 def pytest_configure(config: pytest.Config) -> None:

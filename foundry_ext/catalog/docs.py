@@ -2,7 +2,7 @@
 
 A table lives between ``<!-- keys: NAME -->`` and ``<!-- /keys -->`` (NAME a ``scheduler.name``, ``torch:Class``
 for a torch class's arguments, ``callback:NAME``, or ``NAME.key`` for the keys of a nested block, e.g.
-``stages.override_decay``). ``tests/test_docs.py`` fails when a table differs from what
+``stages.override_decay``). ``tests/docs/test_docs.py`` fails when a table differs from what
 the model says; ``python -m foundry_ext.catalog.docs docs/*.md`` rewrites them.
 """
 

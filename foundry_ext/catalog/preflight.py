@@ -59,7 +59,7 @@ _CAUSAL_LM = (
     "mc_expected_calibration_error", "mc_accuracy", "qa_accuracy",
 )  # fmt: skip
 #: Model family (``model.name``) -> the eval metrics its evaluators report by default (registry names); checked
-#: against real llm-foundry models by ``tests/test_preflight.py``.
+#: against real llm-foundry models by ``tests/catalog/test_preflight.py``.
 EVAL_METRICS: dict[str, tuple[str, ...]] = {
     "mpt_causal_lm": _CAUSAL_LM,
     "hf_causal_lm": _CAUSAL_LM,

@@ -1,7 +1,7 @@
 """Every ``scheduler.name`` and callback name whose keys this package knows, without importing llm-foundry.
 
 * this package's schedulers (registered through the ``llmfoundry_schedulers`` entry-point group: pyproject.toml;
-  ``tests/test_entry_points.py`` checks the two lists agree);
+  ``tests/catalog/test_entry_points.py`` checks the two lists agree);
 * llm-foundry 0.22's four built-in schedulers, modelled so that their blocks are validated too (the test checks their
   keys and defaults against the installed classes);
 * this package's callbacks, and the names of llm-foundry's built-in callbacks with their keys
@@ -70,7 +70,7 @@ def _callback_models() -> dict[str, type[ConfigModel]]:
 CALLBACK_MODELS: dict[str, type[ConfigModel]] = _callback_models()
 
 #: llm-foundry 0.22's built-in callbacks: name -> (required keys, optional keys), ``train_config`` left out (llm-foundry
-#: passes it). Generated from its registry and checked against it by ``tests/test_config_registry.py``; ``None``
+#: passes it). Generated from its registry and checked against it by ``tests/catalog/test_config_registry.py``; ``None``
 #: means the class takes ``**kwargs`` (any key).
 FOUNDRY_CALLBACKS: dict[str, tuple[tuple[str, ...], tuple[str, ...]] | None] = {
     "async_eval": (("interval",), ("eval_run_config",)),

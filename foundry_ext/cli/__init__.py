@@ -1,8 +1,8 @@
 """The ``foundry-ext`` command: one subcommand per module, imported only when used.
 
 Start-up matters: importing torch takes seconds and Composer more. ``foundry-ext --help``, ``--version``,
-``schedulers`` and ``schema`` import neither (``tests/test_cli_startup.py``); each subcommand module imports at its top
-only the standard library, and in ``run()`` what it uses.
+``schedulers`` and ``schema`` import neither (``tests/cli/test_cli_startup.py``); each subcommand module imports at its
+top only the standard library, and in ``run()`` what it uses.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """``foundry-ext plot CONFIG.yaml [key=value ...]``: the LR of every batch of a train YAML, as a PNG and a text chart.
 
 The row for 0-indexed batch ``b`` is the LR batch ``b`` trains with, in Composer's order (:mod:`foundry_ext.preview`:
-the multiplier at timestamp ``b - 1``), for batches ``0`` to ``N - 1`` of an ``N``-batch run; ``tests/test_preview.py``
-checks it against a real ``Trainer.fit()`` for every scheduler family. The schedule is evaluated at about
-``--points`` evenly spaced batches plus every named mark (warmup end, milestones, restarts, cuts) and its neighbours;
-each value is the scheduler's own, not an interpolation.
+the multiplier at timestamp ``b - 1``), for batches ``0`` to ``N - 1`` of an ``N``-batch run;
+``tests/preview/test_preview.py`` checks it against a real ``Trainer.fit()`` for every scheduler family. The schedule is
+evaluated at about ``--points`` evenly spaced batches plus every named mark (warmup end, milestones, restarts, cuts) and
+its neighbours; each value is the scheduler's own, not an interpolation.
 
 For ``reduce_lr_on_plateau`` the plot shows the time part (``base x warmup``); with ``--metrics FILE.csv`` (rows
 ``batch,value``: the monitored metric of a past run, as Composer logged it) it replays the adapter's decisions with

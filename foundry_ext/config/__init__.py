@@ -1,4 +1,4 @@
-"""Typed configs: durations, errors, the model base and the registry of names; imports neither torch nor Composer."""
+"""The floor of the package: durations, errors, the config-model base, train-YAML reading; imports no other layer."""
 
 from foundry_ext.config.durations import Duration
 from foundry_ext.config.errors import ConfigError, Problem

@@ -1,7 +1,7 @@
 """Composer durations without importing Composer: parsing, and the conversion rules its schedulers use.
 
 Importing Composer takes seconds, and ``foundry-ext validate``, ``schema`` and ``schedulers`` must not wait for it.
-This module repeats exactly two pieces of Composer 0.32 (``tests/test_durations.py`` checks both against it):
+This module repeats exactly two pieces of Composer 0.32 (``tests/config/test_durations.py`` checks both against it):
 
 * :func:`parse`: ``Time.from_timestring`` (``'100ba'``, ``'3e4tok'``, ``'0.2dur'``; every unit but ``dur`` must be
   a whole number), restricted to the units a schedule can use;

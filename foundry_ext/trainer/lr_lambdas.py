@@ -6,7 +6,7 @@ param group (``composer.optim.scheduler.compile_composer_scheduler``): a closure
 ``base_lr_g * lr_lambdas[g](last_epoch)`` at every ``step()`` and saves ``None`` in its ``state_dict`` for a plain
 function (only a callable *object*'s ``__dict__`` is saved), so functions can be swapped in without changing what a
 checkpoint holds. This module reads those closures with :func:`inspect.getclosurevars` (a public API): tests that
-build a real Trainer (``tests/test_plateau_groups.py``) fail if a Composer release changes the closure.
+build a real Trainer (``tests/plateau/test_plateau_groups.py``) fail if a Composer release changes the closure.
 """
 
 from __future__ import annotations

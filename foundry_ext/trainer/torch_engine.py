@@ -56,7 +56,7 @@ class _LROnlyOptimizer(torch.optim.Optimizer):
     ``torch._dynamo`` (3-6 s) on the first call, and ``foundry-ext validate``/``plot`` would pay that for an object
     that only holds an LR. A scheduler reads and writes ``param_groups`` and ``defaults`` (``momentum`` for
     ``cycle_momentum``) and wraps ``step``; that is all this provides. The torch parity tests
-    (``tests/test_torch_lr.py``) run every class on it against torch on a real SGD, bit for bit.
+    (``tests/schedules/test_torch_lr.py``) run every class on it against torch on a real SGD, bit for bit.
     """
 
     def __init__(self) -> None:

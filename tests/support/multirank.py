@@ -1,0 +1,159 @@
+"""Helpers for the multi-rank launcher tests: start ``composer -n N train.py``, read its JSONL metrics, compare
+checkpoints exactly.
+
+Each run is a session of its own (``start_new_session``), so ``os.killpg(proc.pid, SIGKILL)`` takes the launcher and
+every rank at once, as a cluster scheduler's kill does. Each launch gets a free ``--master_port``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import os
+import re
+import signal
+import socket
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from foundry_ext.checkpoint import load_checkpoint_safely
+from tests.support.launcher import COMPOSER, REPO, TRAIN_PY
+
+__all__ = ["checkpoint_differences", "kill", "launch", "lost_shm_race", "read_metrics", "same_bits"]
+
+JSONL_LOGGER = REPO / "tests" / "support" / "jsonl_logger.py"
+FAULT_HOOKS = REPO / "tests" / "support" / "fault_hooks.py"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launch(
+    yaml_path: Path, overrides: list[str], *, nproc: int, log: Path, env: dict[str, str] | None = None
+) -> subprocess.Popen:
+    """Start ``composer -n nproc train.py yaml_path overrides...`` in the repository, output to ``log``."""
+    cmd = [str(COMPOSER), "-n", str(nproc), "--master_port", str(_free_port()), str(TRAIN_PY), str(yaml_path)]
+    full_env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1", **(env or {})}
+    with open(log, "w") as out:  # the child keeps its own copy of the descriptor
+        return subprocess.Popen(
+            [*cmd, *overrides], cwd=REPO, env=full_env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+
+def lost_shm_race(output: str) -> bool:
+    """True when a launch failed only because another job on this machine took the same shared-memory name.
+
+    ``StreamingDataset`` registers its datasets under the first free ``/dev/shm/<prefix>_locals`` name: it lists the
+    names, then creates one (``streaming/base/shared/prefix.py``), and another StreamingDataset job starting in
+    between gets the same one. Not something the tests look at; such a launch is simply started again.
+    """
+    return re.search(r"FileExistsError: \[Errno 17\] File exists: '/\d+_locals'", output) is not None
+
+
+def kill(proc: subprocess.Popen) -> None:
+    """SIGKILL the launcher's whole process group (launcher and ranks) and reap the launcher."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def read_metrics(path: Path, prefixes: tuple[str, ...] = ("lr-", "metrics/eval/", "lr_plateau/")) -> dict[str, Any]:
+    """``name -> step -> value`` from a JSONL log; a step logged twice (re-trained after a kill) must agree bitwise."""
+    out: dict[str, dict[int, float]] = {}
+    if not path.exists():
+        return out
+    for line in path.read_text().splitlines():
+        row = json.loads(line)
+        if not row["name"].startswith(prefixes):
+            continue  # timing and throughput legitimately differ between runs
+        seen = out.setdefault(row["name"], {})
+        if row["step"] in seen:
+            assert same_bits(seen[row["step"]], row["value"]), f"{path.name}: logged twice, differently: {row}"
+        seen[row["step"]] = row["value"]
+    return out
+
+
+def same_bits(a: float, b: float) -> bool:
+    return a == b or (math.isnan(a) and math.isnan(b))
+
+
+def checkpoint_differences(a: Path, b: Path, ignore: tuple[str, ...] = ()) -> list[str]:
+    """Where two Composer checkpoints differ, comparing everything exactly except what records wall-clock time.
+
+    Tensors with ``torch.equal`` (and the same dtype and shape), numpy arrays (the RNG state) with
+    ``np.array_equal``, everything else with ``==``. Left out, and why:
+
+    * every ``*_wct`` field (``total_wct``, ``batch_wct``, ...): wall-clock durations of the timestamp;
+    * ``state/algorithms/<i>/1/repr``: an object's ``repr`` with its memory address;
+    * in ``state/callbacks/CheckpointSaver``, the folder of each saved path (the two runs save to different
+      folders): the file names and their timestamps are compared;
+    * any path that starts with one of ``ignore`` (``"/rng"``, say), left out by the caller, who says why.
+    """
+    found: list[str] = []
+    _walk(load_checkpoint_safely(a), load_checkpoint_safely(b), "", found)
+    return [line for line in found if not line.startswith(tuple(f"{prefix}/" for prefix in ignore))]
+
+
+# (path, timestamp) pairs of the checkpoints a run saved: the path's folder is the run's own
+_SAVED_PATH = re.compile(r"^/state/callbacks/CheckpointSaver/all_saved_checkpoints_to_timestamp/\d+/0$")
+
+
+def _walk(a: Any, b: Any, path: str, found: list[str]) -> None:
+    if path.rsplit("/", 1)[-1].endswith("_wct") and isinstance(a, datetime.timedelta):
+        return
+    if path.startswith("/state/algorithms/") and path.endswith("/repr"):
+        return
+    if _SAVED_PATH.match(path):
+        a, b = os.path.basename(a), os.path.basename(b)
+    if isinstance(a, dict) and isinstance(b, dict):
+        if a.keys() != b.keys():
+            found.append(f"{path}: keys {sorted(map(str, a))} != {sorted(map(str, b))}")
+            return
+        for key in a:
+            _walk(a[key], b[key], f"{path}/{key}", found)
+    elif isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        if len(a) != len(b):
+            found.append(f"{path}: length {len(a)} != {len(b)}")
+            return
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            _walk(x, y, f"{path}/{i}", found)
+    elif isinstance(a, torch.Tensor):
+        if not (isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)):
+            found.append(f"{path}: tensors differ")
+    elif isinstance(a, np.ndarray):
+        if not (isinstance(b, np.ndarray) and np.array_equal(a, b)):
+            found.append(f"{path}: arrays differ")
+    elif isinstance(a, float) and isinstance(b, float):
+        if not same_bits(a, b):
+            found.append(f"{path}: {a!r} != {b!r}")
+    elif type(a) is not type(b) or a != b:
+        found.append(f"{path}: {a!r} != {b!r}")
+
+
+def write_sharded_checkpoint(rank: int, world_size: int, folder: str, port: int) -> None:
+    """One rank of a ``torch.distributed.checkpoint.save`` with a ``FileSystemWriter`` over gloo, as Composer calls it
+    for FSDP ``state_dict_type: sharded`` (without FSDP, which needs CUDA): each rank writes its own tensors."""
+    import torch.distributed as tdist
+    import torch.distributed.checkpoint as dist_cp
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    tdist.init_process_group("gloo", rank=rank, world_size=world_size, timeout=datetime.timedelta(seconds=60))
+    state = {"state": {"model": {f"shard{rank}": torch.full((256, 64), float(rank))}, "timestamp": {"batch": 8}}}
+    dist_cp.save(state_dict=state, storage_writer=dist_cp.FileSystemWriter(folder))
+    tdist.barrier()  # both ranks' files are closed before either process ends
+    # Not destroy_process_group(): in torch 2.7 ~ProcessGroupGloo joins its worker threads while holding the GIL, and a
+    # worker still freeing the tensor of dist_cp's last broadcast_object waits for the GIL: a deadlock about one run in
+    # three here (py-spy: MainThread in ProcessGroupGloo::~ProcessGroupGloo -> thread::join, the worker in
+    # gil_scoped_acquire from ~AsyncBroadcastWork; pytorch/pytorch#56297, fixed after 2.7 by #154976). Interpreter
+    # shutdown would run the same destructor, so the process ends here, exit code 0, as mp.spawn expects.
+    os._exit(0)
