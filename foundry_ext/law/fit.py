@@ -26,7 +26,18 @@ import numpy as np
 from foundry_ext.law import multipower, tissue
 from foundry_ext.law.trace import Trace
 
-__all__ = ["FORMS", "HUBER_DELTA", "FitError", "FitResult", "RunQuality", "fit", "from_unit_lr", "quality"]
+__all__ = [
+    "FORMS",
+    "HUBER_DELTA",
+    "FitError",
+    "FitResult",
+    "RunQuality",
+    "check_compatible",
+    "check_identifiable",
+    "fit",
+    "from_unit_lr",
+    "quality",
+]
 
 HUBER_DELTA = 1e-3
 FORMS = ("multipower", "tissue")
@@ -110,6 +121,32 @@ def check_identifiable(traces: Sequence[Trace]) -> None:
         )
 
 
+def check_compatible(traces: Sequence[Trace]) -> None:
+    """Refuse runs that cannot be of one model, data and unit: LR scales, lengths or loss scales far apart.
+
+    The law is fitted in the runs' own units, so a run logged in tokens mixed with one in batches (lengths 100x
+    apart or more), a multiplier mixed with LRs (peaks 10x apart or more) or perplexity mixed with cross-entropy
+    (median losses 2x apart or more) would be fitted as one curve family and silently give nonsense.
+    """
+    if len(traces) < 2:
+        return
+
+    def spread(values: dict[str, float], limit: float, what: str, hint: str) -> None:
+        lo = min(values, key=values.__getitem__)
+        hi = max(values, key=values.__getitem__)
+        if values[lo] <= 0 or values[hi] / values[lo] >= limit:
+            raise FitError(
+                f"the runs' {what} differ {values[hi] / max(values[lo], 1e-300):.3g}x ({hi}: {values[hi]:.4g}, "
+                f"{lo}: {values[lo]:.4g}; allowed below {limit:g}x): {hint}"
+            )
+
+    spread({t.name: float(np.max(t.lr)) for t in traces}, 10.0, "peak LRs", "a multiplier mixed with LRs?")
+    spread({t.name: float(t.batches) for t in traces}, 100.0, "lengths", "steps in tokens mixed with batches?")
+    with_loss = {t.name: float(np.median(t.loss)) for t in traces if len(t.loss)}
+    if len(with_loss) >= 2:
+        spread(with_loss, 2.0, "median losses", "perplexity or bits mixed with cross-entropy in nats?")
+
+
 def _decays_after_warmup(t: Trace) -> bool:
     d = multipower.drops(t.lr)[int(t.warmup or 0) + 1 : int(t.steps.max(initial=0))]
     return bool(np.any(d > 1e-9 * float(np.max(t.lr, initial=0.0))))
@@ -138,6 +175,7 @@ def fit(traces: Sequence[Trace], form: str = "multipower", m: int = 8) -> FitRes
     if form not in FORMS:
         raise FitError(f"law form {form!r} is unknown; expected one of {', '.join(FORMS)}")
     check_identifiable(traces)
+    check_compatible(traces)
     began = time.perf_counter()
     scale = max(float(np.max(t.lr)) for t in traces)
     scaled = [_scaled(t, scale) for t in traces]
