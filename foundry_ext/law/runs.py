@@ -6,9 +6,12 @@ batches, a step decay a row on each side of the step); ``loss`` is the loss afte
 that only pin the LR. The trace covers batches ``0 .. last step``.
 
 **MLflow** (a run directory of a local file store, ``mlruns/<experiment>/<run>``): the LR is ``lr_monitor``'s
-``lr-<optimizer>/group0`` metric (value at step ``b`` = the LR of batch ``b``), the loss ``--metric``. Composer's
-MLflow logger drops a value equal to the one before it (``log_duplicated_metric_every_n_steps``), so a batch without
-an LR value has the LR of the last one logged (a step function, not a line).
+``lr-<optimizer>/group0`` metric, the loss ``--metric`` (its value at step ``n``: after ``n`` batches). lr_monitor
+logs at the end of each batch, after the scheduler stepped and the timestamp advanced: the value at step ``b`` is the
+LR of 0-indexed batch ``b`` (steps ``1 .. N`` of an ``N``-batch run; the last is the LR a batch ``N`` would get), and
+batch 0 trains with the LR of batch 1 (Composer evaluates both at timestamp 0; :mod:`foundry_ext.preview`).
+Composer's MLflow logger drops a value equal to the one before it (``log_duplicated_metric_every_n_steps``), so a
+batch without an LR value has the LR of the last one logged (a step function, not a line).
 """
 
 from __future__ import annotations
@@ -144,14 +147,14 @@ def read_mlflow(path: str, metric: str = DEFAULT_METRIC, warmup: int | None = No
     lr_steps, lr_values = _read_metric(_metric_file(run_dir, lr_keys[0]))
     if (lr_values < 0).any():
         raise RunError(f"{path}: {lr_keys[0]} has a negative LR")
-    if lr_steps[0] != 0:
-        raise RunError(f"{path}: {lr_keys[0]} starts at step {lr_steps[0]}, not 0: the run resumed or lost values")
+    if lr_steps[0] != 1:
+        raise RunError(f"{path}: {lr_keys[0]} starts at step {lr_steps[0]}, not 1: the run resumed or lost values")
     loss_steps, losses = _read_metric(_metric_file(run_dir, metric))
     if (losses <= 0).any():
         raise RunError(f"{path}: {metric} has a value <= 0; expected a cross-entropy")
     # a batch without a logged LR repeats the last logged value (the logger drops duplicates)
-    n = int(max(lr_steps[-1] + 1, loss_steps.max() if len(loss_steps) else 0))
-    lr = lr_values[np.searchsorted(lr_steps, np.arange(n), side="right") - 1]
+    n = int(max(lr_steps[-1], loss_steps.max() if len(loss_steps) else 0))
+    lr = lr_values[np.maximum(np.searchsorted(lr_steps, np.arange(n), side="right") - 1, 0)]  # batch 0: step 1's
     name = run_dir.name
     tags = run_dir / "tags" / "mlflow.runName"
     if tags.is_file():
