@@ -247,6 +247,6 @@ def _bounds_and_starts(
         upper = np.array([y_min, np.inf, 3.0, np.inf, 0.99999])
         starts = [
             np.array([l0, a, alpha, c * max(spread, 1e-3), lam])
-            for (l0, a, alpha), c, lam in itertools.product(starts_a, (1e-3, 1e-2), (0.99, 0.999))
+            for (l0, a, alpha), c, lam in itertools.product(starts_a[1:], (1e-3, 1e-2), (0.99, 0.999))
         ]
     return lower, upper, starts
