@@ -16,13 +16,15 @@ __all__ = ["Trace", "find_warmup"]
 def find_warmup(lr: np.ndarray, rtol: float = 1e-9) -> int:
     """The number of warmup batches: batches ``0 .. W - 1`` rise (non-strictly) to the first peak, ``lr[W - 1]``.
 
-    0 when the LR does not rise at the start (no warmup). A rise is an increase of more than ``rtol`` of the peak.
+    0 when the LR's first change is not a rise (no warmup). A rise is an increase of more than ``rtol`` of the peak;
+    equal values before it (Composer gives batches 0 and 1 the same LR, 0 for a linear warmup) belong to the warmup.
     """
     if len(lr) < 2:
         return 0
     tol = rtol * float(np.max(np.abs(lr))) if len(lr) else 0.0
     diff = np.diff(lr)
-    if diff[0] <= tol:
+    changes = np.nonzero(np.abs(diff) > tol)[0]
+    if not len(changes) or diff[changes[0]] < 0:
         return 0
     falls = np.nonzero(diff < -tol)[0]
     end = int(falls[0]) + 1 if len(falls) else len(lr)  # the LR is non-decreasing on [0, end)
