@@ -185,3 +185,18 @@ def test_unknown_grid_key_says_did_you_mean(law: Path, capsys: pytest.CaptureFix
     assert "scheduler 'warmup_stable_decay' has no key 't_decy' (did you mean 'scheduler.t_decay'?)" in err
     rc, _, err = run(capsys, "law", "tune", str(law), str(TINY_WSD), "--grid", "max_duraton=100ba,200ba")
     assert rc == 2 and "(did you mean 'max_duration'?)" in err
+
+
+def test_plot_draws_the_predicted_loss(law: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "lr.png"
+    rc, stdout, err = run(capsys, "plot", str(TINY_WSD), "--law", str(law), "--out", str(out))
+    assert rc == 0, err
+    rc2, pred, _ = run(capsys, "law", "predict", str(law), str(TINY_WSD))
+    assert rc2 == 0
+    final = pred.split("after the last batch: ")[1].split()[0]
+    assert f"predicted multipower loss after the last batch {final}" in stdout
+    assert out.read_bytes()[:4] == b"\x89PNG"
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    rc, _, err = run(capsys, "plot", str(TINY_WSD), "--law", str(bad), "--out", str(out))
+    assert rc == 2 and "--law" in err and "not a LAW.json" in err
