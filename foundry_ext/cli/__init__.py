@@ -22,6 +22,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "schema": ("foundry_ext.cli.schema", "print a JSON Schema of train YAMLs for editors (scheduler blocks typed)"),
     "inspect": ("foundry_ext.cli.inspect", "show the time, LRs, schedulers and plateau state of a checkpoint"),
     "lr-find": ("foundry_ext.cli.lr_find", "LR range test with the model and data of a train YAML; suggests an LR"),
+    "law": ("foundry_ext.cli.law", "fit a loss law on past runs, predict a train YAML's loss curve, rank a grid"),
     "demo-data": ("foundry_ext.cli.demo_data", "write the offline demo tokenizer and MDS dataset to a folder"),
 }
 

@@ -75,6 +75,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also print the exact LR at this batch (repeatable)",
     )
     parser.add_argument("--csv", metavar="FILE.csv", help="also write the evaluated points: batch,multiplier,lr")
+    parser.add_argument(
+        "--law",
+        metavar="LAW.json",
+        help="also draw the loss a fitted law predicts (`foundry-ext law fit`; docs/law.md)",
+    )
 
 
 def _positive_int(text: str) -> int:
@@ -224,6 +229,8 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--csv {args.csv}: cannot write: {one_line(e)}") from None
         print(f"wrote {args.csv} ({len(xs)} rows)")
 
+    loss_curve = _law_curve(args.law, [lr_of(b) for b in range(total)], xs) if args.law else None
+
     full = summarize({k: v for k, v in block.items() if k != "name"}, limit=280)
     title = f"{name}: {full}" if full else f"{name} (defaults)"
     subtitle = f"{lr_text}, max_duration={clock.max_duration}"
@@ -240,12 +247,30 @@ def run(args: argparse.Namespace) -> int:
         subtitle,
         clock.tokens_per_batch,
         "learning rate" if lr is not None else "LR multiplier",
+        loss_curve,
     )
     print(
         f"wrote {args.out} ({size[0]}x{size[1]} px); {len(xs)} batches evaluated in {eval_seconds:.2f}s, "
         f"{time.perf_counter() - start:.2f}s in all (not counting imports)"
     )
     return 0
+
+
+def _law_curve(path: str, every_lr: list[float], xs: Sequence[int]) -> tuple[list[int], list[float]]:
+    """The loss a LAW.json predicts after each batch of ``xs`` (``x + 1`` batches trained), from every batch's LR."""
+    import numpy as np
+
+    from foundry_ext.law.lawfile import LawFileError, read_law
+    from foundry_ext.law.predict import predict
+
+    try:
+        form, params = read_law(path)
+    except LawFileError as e:
+        raise UsageError(f"--law {e}") from None
+    steps = np.asarray(xs, dtype=np.int64) + 1
+    loss = predict(form, params, np.asarray(every_lr), steps).tolist()
+    print(f"--law {path}: predicted {form} loss after the last batch {loss[-1]:.4f}")
+    return [int(s) for s in steps], loss
 
 
 def _check_name(name: str) -> None:
@@ -362,6 +387,7 @@ def _render_png(
     subtitle: str,
     tokens_per_batch: int | None,
     ylabel: str,
+    loss_curve: tuple[list[int], list[float]] | None = None,
 ) -> tuple[int, int]:
     """Draw the schedule to ``path``, each mark a labelled vertical line; return the image size in pixels."""
     from matplotlib.ticker import FuncFormatter
@@ -405,6 +431,11 @@ def _render_png(
                     fontsize=8,
                     color="tab:red",
                 )
+        if loss_curve is not None:
+            law_ax = ax.twinx()
+            law_ax.plot(*loss_curve, color="tab:red", linewidth=1.5, label="predicted loss (--law)")
+            law_ax.set_ylabel("predicted loss (--law)", color="tab:red")
+            law_ax.tick_params(axis="y", colors="tab:red")
         if metrics:
             twin = ax.twinx()
             twin.plot([b for b, _ in metrics], [v for _, v in metrics], "o", color="tab:red", alpha=0.35, markersize=4)
