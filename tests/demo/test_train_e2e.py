@@ -37,7 +37,7 @@ def tiny_run(run_composer: RunComposer, tmp_path_factory: pytest.TempPathFactory
         f"max_duration={MAX_BATCHES}ba",
         "eval_interval=20ba",
         f"save_folder={out / 'checkpoints'}",
-        f"code_paths=[{REPO / 'tests' / 'jsonl_logger.py'}]",  # registers the `jsonl` logger in the training process
+        f"code_paths=[{REPO / 'tests' / 'support' / 'jsonl_logger.py'}]",  # registers the `jsonl` logger
         f"loggers.jsonl.path={out / 'metrics.jsonl'}",
         cwd=out,
         timeout=240,

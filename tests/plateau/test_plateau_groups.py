@@ -319,7 +319,7 @@ def test_two_ranks_floor_each_group_at_its_own_min_lr(demo_data: Path, tmp_path:
         str(repo / "train.py"), str(repo / "yamls" / "tiny-resume.yaml"),
         f"variables.data_local={demo_data}",
         f"save_folder={tmp_path}/checkpoints",
-        f"code_paths=[{repo / 'tests' / 'jsonl_logger.py'}]",
+        f"code_paths=[{repo / 'tests' / 'support' / 'jsonl_logger.py'}]",
         f"loggers.jsonl.path={tmp_path}/metrics-rank{{rank}}.jsonl",
         "optimizer.param_groups=[{param_str_match: norm}]",
         "scheduler.min_lr=[0.001,0.0005]",

@@ -1143,7 +1143,7 @@ def test_wsd_periods_trains_from_yaml_through_composer_train_py(run_composer: An
         "eval_interval=32ba",
         "save_interval=16ba",
         f"save_folder={tmp_path / 'checkpoints'}",
-        f"code_paths=[{REPO / 'tests' / 'jsonl_logger.py'}]",
+        f"code_paths=[{REPO / 'tests' / 'support' / 'jsonl_logger.py'}]",
         f"loggers.jsonl.path={tmp_path / 'metrics.jsonl'}",
         cwd=tmp_path,
         timeout=240,
