@@ -184,8 +184,8 @@ def _draw(path: str, steps, lr, pred, measured, title: str) -> None:
 
 def _grid(specs: list[str], config: str, overrides: list[str]) -> list[tuple[str, list[str]]]:
     """Parse ``KEY=V1,V2``; a key must be one the YAML has, or one its scheduler accepts (did-you-mean)."""
-    from foundry_ext.config.errors import ConfigError, did_you_mean
     from foundry_ext.catalog.registry import validate_block
+    from foundry_ext.config.errors import ConfigError, did_you_mean
     from foundry_ext.config.train_yaml import load_train_config
 
     try:
