@@ -361,6 +361,11 @@ def preflight_transform(cfg: dict[str, Any]) -> dict[str, Any]:
     world_size = int(os.environ.get("WORLD_SIZE", "1") or 1)
     found = check_train_config(cfg, world_size=world_size)
     if found.errors:
+        if os.environ.get("RANK", "0") == "0":
+            # llm-foundry prints the exception after a traceback of its own frames: the problems come first, so
+            # that the useful line is not line 21 of the failure
+            for problem in found.errors:
+                print(f"foundry-ext: error: {problem}", file=sys.stderr, flush=True)
         raise ConfigError(found.errors)
     for warning in found.warnings:
         warn_once(str(warning))
