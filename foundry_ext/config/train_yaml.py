@@ -74,8 +74,7 @@ def load_train_config(path: str, overrides: list[str] | tuple[str, ...] = ()) ->
             key = str(getattr(e, "full_key", "") or "").split("[")[0].split(".")[0]
             where = f" under {key!r}" if key else ""
             raise fail(
-                f"{path}: invalid YAML: values nested too deep{where} (hundreds of levels; a train config nests a "
-                "few)"
+                f"{path}: invalid YAML: values nested too deep{where} (hundreds of levels; a train config nests a few)"
             ) from None
         raise fail(f"{path}: invalid YAML: {one_line(e)}") from None
     if not isinstance(cfg, DictConfig):
