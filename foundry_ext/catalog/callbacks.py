@@ -13,13 +13,15 @@ from __future__ import annotations
 from pathlib import PurePosixPath
 from typing import ClassVar, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from foundry_ext.config.base import ConfigModel
 
 __all__ = ["FIELD", "CheckpointGuardConfig", "PlateauCallbackKeys", "ResumeCheckKeys"]
 
 FIELD = "callbacks.checkpoint_guard"
+_NAME_MAX = 255  # bytes in one file name (Linux, macOS)
+_PATH_MAX = 1024  # bytes in the whole relative path: far below PATH_MAX once save_folder is prefixed
 
 
 class CheckpointGuardConfig(ConfigModel):
@@ -39,28 +41,66 @@ class CheckpointGuardConfig(ConfigModel):
             after the final checkpoint), end every rank with exit status 0 and one line, instead of letting
             ``Trainer.fit()`` raise "No training would occur". Set ``false`` if your code calls
             ``Trainer.fit(duration=...)`` or ``fit(reset_time=True)`` to train further. Default = ``true``.
+        stale_after (float): Seconds without a heartbeat after which the run that owns ``save_folder`` (its
+            ownership record, :mod:`foundry_ext.trainer.checkpoint_guard.owner`) is taken to be gone and a new run
+            takes the folder over. On the owner's own host its released lock says so at once. Default = ``300``.
+        heartbeat_interval (float): Seconds between two renewals of the owner's heartbeat; at most a third of
+            ``stale_after``. Default = ``30``.
     """
 
     quarantine_folder: str = Field(
         default="quarantine",
         description="where incomplete checkpoints are moved, relative to save_folder",
-        json_schema_extra={"x-allowed": "a relative folder inside save_folder, without '..'"},
+        json_schema_extra={"x-allowed": "a plain relative folder name inside save_folder, no '.' or '..' parts"},
     )
     verify: Literal["structure", "full"] = Field(
         default="structure", description="structure: a few KB of each checkpoint; full: every byte's CRC"
     )
     exit_if_finished: bool = Field(default=True, description="exit 0 when the checkpoint is already at max_duration")
+    stale_after: float = Field(
+        default=300.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="seconds without a heartbeat after which the run owning save_folder is taken to be gone",
+    )
+    heartbeat_interval: float = Field(
+        default=30.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="seconds between two heartbeats of the run owning save_folder",
+    )
 
     @field_validator("quarantine_folder")
     @classmethod
     def _relative_inside(cls, value: str) -> str:
         path = PurePosixPath(value)
-        if not value.strip() or path.is_absolute() or ".." in path.parts or value.startswith("~") or "://" in value:
+        plain = (
+            value.strip() == value
+            and value
+            and all(c.isprintable() and c != "\\" for c in value)
+            and not path.is_absolute()
+            and not value.startswith("~")
+            and "://" not in value
+            and all(part not in (".", "..") for part in value.split("/"))
+            and all(0 < len(part.encode()) <= _NAME_MAX for part in value.rstrip("/").split("/"))
+            and len(value.encode()) <= _PATH_MAX
+        )
+        if not plain:
             raise ValueError(
-                f"{value!r} is not allowed; expected a relative folder inside save_folder without '..' (the move must "
-                "be a rename on the same filesystem), e.g. quarantine"
+                f"{value!r} is not allowed; expected a plain relative folder name inside save_folder (printable, no "
+                f"'.' or '..' parts, at most {_NAME_MAX} bytes per part; the move must be a rename on the same "
+                "filesystem), e.g. quarantine"
             )
         return value
+
+    @model_validator(mode="after")
+    def _heartbeat_within_timeout(self) -> CheckpointGuardConfig:
+        if self.heartbeat_interval * 3 > self.stale_after:
+            raise ValueError(
+                f"heartbeat_interval {self.heartbeat_interval:g} s is more than a third of stale_after "
+                f"{self.stale_after:g} s; a live run could be taken for gone between two heartbeats"
+            )
+        return self
 
 
 class PlateauCallbackKeys(ConfigModel):

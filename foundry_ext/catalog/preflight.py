@@ -19,6 +19,7 @@ callbacks, models of other families): those are left to llm-foundry.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from collections.abc import Mapping
@@ -34,11 +35,12 @@ from foundry_ext.catalog.registry import (
     validate_block,
 )
 from foundry_ext.config.base import build
-from foundry_ext.config.durations import UnknownBatchesPerEpoch
+from foundry_ext.config.durations import UnknownBatchesPerEpoch, parse
 from foundry_ext.config.errors import ConfigError, Problem, did_you_mean
 from foundry_ext.config.notices import warn_once
 from foundry_ext.config.train_yaml import RunClock, run_clock
 from foundry_ext.schedules.base import ScheduleModel, run_check
+from foundry_ext.schedules.run_lr import likely_mistakes, plateau_interval_warning, run_lr_findings
 
 __all__ = ["EVAL_METRICS", "Findings", "check_train_config", "preflight_transform"]
 
@@ -115,8 +117,10 @@ def check_train_config(
     else:
         found.scheduler = _check_scheduler(dict(block), found)
     _check_callbacks(cfg.get("callbacks"), name, found)
+    _check_optimizer_lr(cfg, found)
     if isinstance(found.scheduler, ScheduleModel) and found.scheduler.name == "reduce_lr_on_plateau":
         _check_monitor(found.scheduler, cfg, found)
+        _check_plateau_intervals(found.scheduler, cfg, found)
     return found
 
 
@@ -199,6 +203,47 @@ def _check_run(model: ScheduleModel, path: str, found: Findings) -> None:
         return
     found.errors += check.errors
     found.warnings += check.warnings
+    if not check.errors:  # the whole run's LR (foundry_ext/schedules/run_lr.py): 0-batch durations, LR sweep
+        errors, warnings = run_lr_findings(model, clock, path)
+        found.errors += errors
+        found.warnings += [w for w in warnings if w not in found.warnings]
+        found.notes += [f"warning (valid, but likely a mistake): {p}" for p in likely_mistakes(model, path)]
+
+
+def _check_optimizer_lr(cfg: Mapping[str, Any], found: Findings) -> None:
+    """``optimizer.lr`` must be a finite positive number: every schedule multiplies it."""
+    optimizer = cfg.get("optimizer")
+    if not isinstance(optimizer, Mapping) or "lr" not in optimizer:
+        return
+    lr = optimizer["lr"]
+    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not math.isfinite(lr) or lr <= 0:
+        shown = repr(lr) if isinstance(lr, (int, float, str)) and not isinstance(lr, bool) else str(lr).lower()
+        found.errors.append(
+            Problem("optimizer.lr", f"{shown} is not allowed; expected a finite number > 0, e.g. 6.0e-4")
+        )
+
+
+def _check_plateau_intervals(model: ScheduleModel, cfg: Mapping[str, Any], found: Findings) -> None:
+    """A plateau whose checks never fire in the run: one warning each (check_interval, eval_interval)."""
+    clock = found.clock
+    if clock is None:
+        return
+    interval = getattr(model, "check_interval", None)
+    if interval is not None:
+        warning = plateau_interval_warning(interval, clock, "scheduler.check_interval")
+        if warning is not None:
+            found.warnings.append(warning)
+        return
+    eval_interval = cfg.get("eval_interval", 1)
+    try:
+        parsed = parse(eval_interval if isinstance(eval_interval, str) else f"{int(eval_interval)}ep")
+    except (ValueError, TypeError):
+        return
+    warning = plateau_interval_warning(parsed, clock, "eval_interval")
+    if warning is not None:
+        found.warnings.append(
+            Problem("eval_interval", f"{warning.message.replace('never checks its monitor', 'never evaluates')}")
+        )
 
 
 def _check_callbacks(block: Any, scheduler_name: Any, found: Findings) -> None:
@@ -316,6 +361,11 @@ def preflight_transform(cfg: dict[str, Any]) -> dict[str, Any]:
     world_size = int(os.environ.get("WORLD_SIZE", "1") or 1)
     found = check_train_config(cfg, world_size=world_size)
     if found.errors:
+        if os.environ.get("RANK", "0") == "0":
+            # llm-foundry prints the exception after a traceback of its own frames: the problems come first, so
+            # that the useful line is not line 21 of the failure
+            for problem in found.errors:
+                print(f"foundry-ext: error: {problem}", file=sys.stderr, flush=True)
         raise ConfigError(found.errors)
     for warning in found.warnings:
         warn_once(str(warning))

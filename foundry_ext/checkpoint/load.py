@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import collections
 import datetime
+import os
 import pickle
 import re
 import warnings
@@ -52,6 +53,26 @@ ALLOWED_GLOBALS: list[Any] = [
     ),
 ]  # fmt: skip
 
+
+def _mappable_path(source: IO[bytes]) -> str | None:
+    """A path naming the very file ``source`` has open, if it is a zip-format file torch can map; else None.
+
+    ``torch.load(mmap=True)`` needs a path; ``/proc/self/fd/N`` names the open file itself, so what is loaded is what
+    was checked even if the path was replaced since (Linux only; elsewhere the storages are read into memory).
+    """
+    try:
+        fd = source.fileno()
+    except (AttributeError, OSError, ValueError):  # a BytesIO (a value of a sharded checkpoint)
+        return None
+    path = f"/proc/self/fd/{fd}"
+    if not os.path.exists(path):
+        return None
+    here = source.tell()
+    zipped = source.read(4) == b"PK\x03\x04"  # mmap needs the zip format; a legacy file is read as before
+    source.seek(here)
+    return path if zipped else None
+
+
 _NOT_ALLOWLISTED = re.compile(r"allowlisted via `add_safe_globals`, but got <class '([^']+)'>")
 
 
@@ -71,6 +92,9 @@ def torch_load(source: IO[bytes], origin: str) -> Any:
         # torch warns about odd files (an unusual pickle protocol, deprecated storages): the answer is the one line
         with torch.serialization.safe_globals(ALLOWED_GLOBALS), warnings.catch_warnings():
             warnings.simplefilter("ignore")
+            mapped = _mappable_path(source)
+            if mapped is not None:  # tensors mapped, not read: a sparse file declaring GBs of storage costs nothing
+                return torch.load(mapped, map_location="cpu", weights_only=True, mmap=True)
             return torch.load(source, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:
         message = str(e)

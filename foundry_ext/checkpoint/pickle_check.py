@@ -17,13 +17,15 @@ import operator
 import pickle
 import pickletools
 import zipfile
+import zlib
 from collections.abc import Iterator
 from typing import IO, Any
 
 from foundry_ext.checkpoint.errors import CheckpointError, unreadable
+from foundry_ext.checkpoint.limits import check_zip_directory, check_zip_entries, file_size
 from foundry_ext.checkpoint.sniff import TorchFormat
 
-__all__ = ["MAX_DEPTH", "MAX_PICKLE_BYTES", "Capped", "check_pickles", "walk_pickle"]
+__all__ = ["MAX_DEPTH", "MAX_OPCODES", "MAX_PICKLE_BYTES", "Capped", "check_pickles", "walk_pickle"]
 
 MAX_DEPTH = 100
 """Deepest nesting of containers accepted in a pickle; the top-level dict is level 1.
@@ -35,12 +37,20 @@ while staying far below where unpickling exhausts the stack (a tuple nested 1,00
 CPython 3.11 in ``hash``).
 """
 
-MAX_PICKLE_BYTES = 256 * 2**20
-"""Largest pickle part accepted (256 MiB): ``data.pkl`` of a zip checkpoint, the pickles of a legacy one.
+MAX_PICKLE_BYTES = 32 * 2**20
+"""Largest pickle part accepted (32 MiB): ``data.pkl`` of a zip checkpoint, the pickles of a legacy one.
 
 Tensor data is stored outside the pickle, so a checkpoint's pickle is small: 51 KB for llm-foundry's tiny-resume run
-(114 tensors, about 0.4 KB each); 256 MiB would be more than half a million tensors. A larger pickle is refused
-without being read to its end, since walking it would take minutes.
+(114 tensors, about 0.4 KB each); 32 MiB would be about 70,000 tensors. A larger pickle is refused without being read
+to its end: the walk reads it as a stream, but a pickle of a few hundred MB takes minutes to walk and GBs to unpickle.
+"""
+
+MAX_OPCODES = 1_000_000
+"""Most opcodes walked in one pickle: the walk's time is in its opcodes (a few microseconds each), not its bytes.
+
+Each tensor of a state dict adds 32 opcodes, and the test Trainer's whole checkpoint has about 1,200
+(``test_real_checkpoint_is_far_below_the_caps``), so the cap is about 30,000 tensors; a crafted pickle of one-byte
+opcodes reaches it within 2 MB and is refused after a few CPU seconds instead of walking for minutes.
 """
 
 
@@ -59,6 +69,7 @@ def _check_torch_zip(f: IO[bytes], origin: str) -> None:
     regard to case; a zip with two names that differ only in case (or twice the same name) is refused, so that the
     pickle walked here is the one torch loads.
     """
+    check_zip_directory(f, origin)
     try:
         with zipfile.ZipFile(f) as archive:
             names = archive.namelist()
@@ -81,15 +92,18 @@ def _check_torch_zip(f: IO[bytes], origin: str) -> None:
                 raise CheckpointError(
                     f"{origin} is not a checkpoint: it is a zip archive without data.pkl, so not written by torch.save"
                 )
+            check_zip_entries(archive, file_size(f), origin)
             if data_pkl.file_size > MAX_PICKLE_BYTES:
                 raise _too_large(origin)
-            data = archive.read(data_pkl)
+            # streamed: zipfile inflates at most what each read asks for and stops at the declared size, so a
+            # data.pkl declared as 64 bytes that would inflate to 1 GiB costs 64 bytes (then fails its CRC)
+            with archive.open(data_pkl) as member:
+                walk_pickle(Capped(member, MAX_PICKLE_BYTES, origin), origin)
     except CheckpointError:
         raise
     except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError, RuntimeError,
-            NotImplementedError) as e:  # fmt: skip
+            NotImplementedError, zlib.error) as e:  # fmt: skip
         raise unreadable(origin, e) from None
-    walk_pickle(io.BytesIO(data), origin)
 
 
 def _check_legacy_pickles(f: IO[bytes], origin: str) -> None:
@@ -230,7 +244,9 @@ def walk_pickle(stream: Any, origin: str) -> int:
     deepest = 0
     refilled = False  # a container was filled after it was put into another: depths above it may be stale
     try:
-        for op, arg, _ in pickletools.genops(stream):
+        for count, (op, arg, _) in enumerate(pickletools.genops(stream)):
+            if count >= MAX_OPCODES:
+                raise _too_many_opcodes(origin)
             kind = _KINDS[op.name]
             if kind == _SCALAR:
                 stack.append(None)
@@ -291,6 +307,13 @@ def walk_pickle(stream: Any, origin: str) -> int:
     except (ValueError, IndexError, KeyError, EOFError, OverflowError) as e:  # genops' and the replay's errors
         raise unreadable(origin, e) from None
     return _check_depth(nodes, origin) if refilled else deepest
+
+
+def _too_many_opcodes(origin: str) -> CheckpointError:
+    return CheckpointError(
+        f"{origin} is not a checkpoint: its pickle has more than {MAX_OPCODES:,} opcodes (the limit; a Composer "
+        "checkpoint has about 30 per tensor), refused before unpickling"
+    )
 
 
 def _too_deep(origin: str) -> CheckpointError:

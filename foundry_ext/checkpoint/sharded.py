@@ -20,6 +20,7 @@ from typing import IO, Any
 
 from foundry_ext.checkpoint.dcp_metadata import MetadataUnpickler
 from foundry_ext.checkpoint.errors import UNSUPPORTED_GLOBAL, CheckpointError, first_line, show
+from foundry_ext.checkpoint.limits import check_value_sizes
 from foundry_ext.checkpoint.paths import open_regular
 from foundry_ext.checkpoint.pickle_check import MAX_DEPTH, MAX_PICKLE_BYTES, Capped, walk_pickle
 from foundry_ext.checkpoint.torch_file import load_torch_file
@@ -85,6 +86,7 @@ def _read_shards(folder: Path, shown: str, metadata: Any) -> dict[str, Any]:
     flat: dict[tuple[Any, ...], Any] = {}
     files: dict[str, tuple[IO[bytes], int]] = {}
     tensors = unread = 0
+    check_value_sizes(_declared_lengths(metadata, storage, BytesStorageMetadata), shown)
     try:
         for fqn, item in dict(metadata.state_dict_metadata).items():
             if not isinstance(item, BytesStorageMetadata):
@@ -123,6 +125,20 @@ def _read_shards(folder: Path, shown: str, metadata: Any) -> dict[str, Any]:
         "files": sorted(p.name for p in folder.glob("*.distcp")),
     }
     return checkpoint
+
+
+def _declared_lengths(metadata: Any, storage: Mapping[Any, Any], bytes_type: type) -> dict[str, int]:
+    """The byte length ``.metadata`` declares for each non-tensor value, before any value is read.
+
+    Only int lengths: anything else is refused value by value in :func:`_read_shards`.
+    """
+    lengths = {}
+    for fqn, item in dict(metadata.state_dict_metadata).items():
+        info = storage.get(fqn)
+        length = getattr(info, "length", None)
+        if isinstance(item, bytes_type) and type(length) is int:
+            lengths[str(fqn)] = length
+    return lengths
 
 
 def _nest(flat: Mapping[tuple[Any, ...], Any], shown: str) -> dict[str, Any]:

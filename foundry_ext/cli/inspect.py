@@ -33,6 +33,8 @@ def run(args: argparse.Namespace) -> int:
         checkpoint = load_checkpoint_safely(args.checkpoint)
     except CheckpointError as e:
         raise UsageError(" ".join(str(e).splitlines())) from None  # the messages are one line; keep it so
+    except MemoryError:  # the limits of foundry_ext.checkpoint.limits should make this unreachable: still one line
+        raise UsageError(f"{args.checkpoint}: ran out of memory reading it (not a checkpoint inspect reads)") from None
     from foundry_ext.checkpoint import describe
 
     print(describe(checkpoint, args.checkpoint))

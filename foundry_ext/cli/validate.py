@@ -104,7 +104,7 @@ def _evaluate(cfg: dict[str, Any], found: Any, warnings: list[str]) -> list[str]
     except ConfigError as e:
         return [str(p) for p in e.problems]
     except Exception as e:  # a scheduler of another package failing to build: its own message
-        return [f"scheduler ({block.get('name')}): {type(e).__name__}: {one_line(e)}"]
+        return [f"scheduler ({block.get('name')}): cannot be built: {one_line(e)}"]
     warnings += [str(w) for w in getattr(schedule, "warnings", [])]
     preview = Preview(schedule, clock)
     problems = []
@@ -114,7 +114,7 @@ def _evaluate(cfg: dict[str, Any], found: Any, warnings: list[str]) -> list[str]
         except ConfigError as e:
             return [str(p) for p in e.problems]
         except Exception as e:
-            return [f"scheduler ({block.get('name')}): fails at batch {batch}: {type(e).__name__}: {one_line(e)}"]
+            return [f"scheduler ({block.get('name')}): fails at batch {batch}: {one_line(e) or 'no message'}"]
         if not math.isfinite(value) or value < 0:
             problems.append(
                 f"scheduler: the LR multiplier of batch {batch} is {value!r}; expected a finite number >= 0"

@@ -119,7 +119,8 @@ def build(model: type[M], kwargs: Mapping[str, Any], path: str = "scheduler") ->
 def problems_of(error: ValidationError, model: type[BaseModel], path: str) -> list[Problem]:
     """One :class:`Problem` per pydantic error, ``<path>.<key>: <problem>; <what is allowed>``."""
     problems: list[Problem] = []
-    for e in error.errors(include_url=False):
+    errors = _most_specific(error.errors(include_url=False))
+    for e in errors:
         loc, field_model, annotation, info = _locate(model, e["loc"])
         ctx = e.get("ctx") or {}
         cause = ctx.get("error")
@@ -133,6 +134,27 @@ def problems_of(error: ValidationError, model: type[BaseModel], path: str) -> li
             loc = [*loc, str(ctx.get("discriminator", "type")).strip("'")]
         problems.append(Problem(join_path(path, loc), _message(e, field_model, annotation, info, loc)))
     return problems
+
+
+def _most_specific(errors: list[Any]) -> list[Any]:
+    """Of the errors one value got from each member of a union, keep those of the member it came closest to.
+
+    ``min_lr: [.nan]`` fails ``float`` (it is a list) and ``list[float]`` at item 0 (not finite): only the second
+    says what is wrong. An error is dropped when another error of the same field reaches deeper into the value.
+    """
+    kept = []
+    for e in errors:
+        loc = tuple(e["loc"])
+        deeper = [
+            o for o in errors
+            if o is not e and len(o["loc"]) > len(loc) and tuple(o["loc"][: len(loc) - 1]) == loc[:-1]
+            and isinstance(loc[-1], str) and isinstance(o["loc"][len(loc) - 1], str)
+            and o["loc"][len(loc) - 1] != loc[-1]
+            and e["type"].endswith("_type")
+        ]  # fmt: skip
+        if not deeper:
+            kept.append(e)
+    return kept or errors
 
 
 def _locate(model: type[BaseModel], raw_loc: Iterable[Any]) -> tuple[list[Any], type[BaseModel] | None, Any, Any]:
@@ -170,8 +192,27 @@ def _locate(model: type[BaseModel], raw_loc: Iterable[Any]) -> tuple[list[Any], 
             continue
         if part in ("function-plain", "function-after", "function-before", "function-wrap", "list", "dict"):
             continue
+        if _is_union(annotation) and isinstance(part, str):
+            # a plain union's member label ('float', 'list[float]'): pydantic's name for the branch, not a YAML key
+            annotation = _union_branch(annotation, part)
+            continue
         loc.append(part)
     return loc, owner, annotation, info
+
+
+def _is_union(annotation: Any) -> bool:
+    return get_origin(_strip(annotation)) in (typing.Union, types.UnionType)
+
+
+def _union_branch(annotation: Any, label: str) -> Any:
+    """The member of a union that pydantic labels ``label`` (``list[float]`` -> the list member), else the union."""
+    for arg in get_args(_strip(annotation)):
+        origin = get_origin(_strip(arg))
+        if label.startswith("list[") and origin in (list, tuple):
+            return arg
+        if not label.startswith("list[") and origin not in (list, tuple) and _strip(arg) is not type(None):
+            return arg
+    return annotation
 
 
 def _strip(annotation: Any) -> Any:
@@ -290,10 +331,13 @@ def allowed_text(annotation: Any, info: Any = None) -> str:
         return f"allowed: {', '.join(str(o) for o in options)}"
     if get_origin(base) in (typing.Union, types.UnionType):
         members = [a for a in get_args(base) if a is not type(None)]
+        models = [a for a in map(_strip, members) if isinstance(a, type) and issubclass(a, BaseModel)]
+        if len(models) > 1:  # a tagged union of blocks (torch's schedulers): the tag's own message says which
+            return ""
         texts = [allowed_text(a).removeprefix("expected ") for a in members]
         text = " or ".join(t for t in texts if t)
         if type(None) in get_args(base):
-            text += " or null (none)"
+            text = f"{text} or null (none)" if text else "null (none)"
         return f"expected {text}" if text else ""
     for m in metadata:
         if isinstance(m, annotated_types.DocInfo) and "duration" in m.documentation:
@@ -308,11 +352,15 @@ def allowed_text(annotation: Any, info: Any = None) -> str:
         return f"expected a list{' of ' + _plural(inner) if inner else ''}"
     if base is str:
         return "expected a string"
+    if isinstance(base, type) and issubclass(base, BaseModel):  # a nested block: never an empty "expected"
+        keys = ", ".join(k for k in base.model_fields if k not in getattr(base, "hidden_keys", ()))
+        return f"expected a mapping with the keys {keys}" if keys else "expected a mapping"
     return ""
 
 
 def _plural(text: str) -> str:
-    for a, b in (("a number", "numbers"), ("an integer", "integers"), ("a Composer duration", "Composer durations")):
+    for a, b in (("a number", "numbers"), ("an integer", "integers"), ("a Composer duration", "Composer durations"),
+                 ("a mapping", "mappings")):  # fmt: skip
         if text.startswith(a):
             return b + text[len(a) :]
     return text

@@ -70,6 +70,12 @@ def load_train_config(path: str, overrides: list[str] | tuple[str, ...] = ()) ->
     except (OSError, UnicodeDecodeError) as e:
         raise fail(f"{path}: cannot read: {one_line(e)}") from None
     except Exception as e:  # yaml.YAMLError and OmegaConf's own errors: both mean "not a valid YAML config"
+        if _too_deep(e):
+            key = str(getattr(e, "full_key", "") or "").split("[")[0].split(".")[0]
+            where = f" under {key!r}" if key else ""
+            raise fail(
+                f"{path}: invalid YAML: values nested too deep{where} (hundreds of levels; a train config nests a few)"
+            ) from None
         raise fail(f"{path}: invalid YAML: {one_line(e)}") from None
     if not isinstance(cfg, DictConfig):
         raise fail(f"{path}: expected a mapping of train settings at the top level, got {type(cfg).__name__}")
@@ -96,6 +102,16 @@ def load_train_config(path: str, overrides: list[str] | tuple[str, ...] = ()) ->
         raise ConfigError(key or "", f"cannot resolve: {first}") from None
     assert isinstance(resolved, dict)
     return {str(k): v for k, v in resolved.items()}
+
+
+def _too_deep(error: BaseException) -> bool:
+    """Whether loading failed on Python's recursion limit (OmegaConf wraps the RecursionError, or names it)."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, RecursionError) or "maximum recursion depth" in str(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def max_duration(cfg: Mapping[str, Any]) -> Duration:

@@ -63,7 +63,7 @@ class MultiStep(_Composer):
     name = "multistep"
     summary = "gamma ^ (milestones reached) (Composer's MultiStepScheduler)"
     adapter = _composer_adapter("MultiStepScheduler")
-    milestones: list[NonNegativeDuration] = Field(min_length=1, description="times of the decays")
+    milestones: list[NonNegativeDuration] = Field(description="times of the decays ([]: none, as Composer allows)")
     gamma: Gamma = Field(0.1, description="multiplicative decay factor")
 
 
@@ -75,7 +75,7 @@ class MultiStepWithWarmup(_Composer):
     adapter = _composer_adapter("MultiStepWithWarmupScheduler")
     warmup_field = "t_warmup"
     t_warmup: NonNegativeDuration = Field(description="warmup length")
-    milestones: list[NonNegativeDuration] = Field(min_length=1, description="times of the decays")
+    milestones: list[NonNegativeDuration] = Field(description="times of the decays ([]: none, as Composer allows)")
     gamma: Gamma = Field(0.1, description="multiplicative decay factor")
     scale_warmup: bool = Field(False, description="whether scale_schedule_ratio also scales t_warmup")
 

@@ -425,17 +425,23 @@ def test_time_variables_in_a_folder_part_are_refused() -> None:
         Layout(folder=Path("."), name="ba{batch}/model.pt")
 
 
-def test_compressed_checkpoints_are_refused_with_one_line(tmp_path: Path) -> None:
-    """Their end cannot be checked without decompressing them whole: the guard says so instead of guessing."""
-    with pytest.raises(ConfigError) as raised:
+def test_compressed_checkpoints_are_refused_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """Their end cannot be checked without decompressing them whole: the guard says so instead of guessing.
+
+    The line is all that is printed (no traceback), and the run ends with status 2.
+    """
+    with pytest.raises(SystemExit) as raised:
         _trainer(
             tmp_path / "checkpoints", guard=CheckpointGuard(), save_filename="ep{epoch}-ba{batch}-rank{rank}.pt.lz4"
         )
-    assert str(raised.value) == (
+    assert raised.value.code == 2
+    assert capsys.readouterr().err == (
+        "callbacks.checkpoint_guard: error: "
         "save_filename: 'ep{epoch}-ba{batch}-rank{rank}.pt.lz4' is compressed or a tar archive; "
         "callbacks.checkpoint_guard checks uncompressed torch files (.pt) and sharded folders only: save uncompressed, "
-        "or remove the callback"
+        "or remove the callback\n"
     )
+    assert not (tmp_path / "checkpoints" / ".foundry-ext-owner.json").exists()  # refused: the folder is released
 
 
 def test_other_ranks_wait_until_they_see_rank_0s_changes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -464,7 +470,7 @@ def test_other_ranks_wait_until_they_see_rank_0s_changes(tmp_path: Path, monkeyp
         pytest.param(
             {"verfy": "full"},
             "callbacks.checkpoint_guard.verfy: unknown key (did you mean 'verify'?); "
-            "allowed keys: quarantine_folder, verify, exit_if_finished",
+            "allowed keys: quarantine_folder, verify, exit_if_finished, stale_after, heartbeat_interval",
             id="unknown",
         ),
         pytest.param(
@@ -474,14 +480,16 @@ def test_other_ranks_wait_until_they_see_rank_0s_changes(tmp_path: Path, monkeyp
         ),
         pytest.param(
             {"quarantine_folder": "/mnt/other"},
-            "callbacks.checkpoint_guard.quarantine_folder: '/mnt/other' is not allowed; expected a relative folder "
-            "inside save_folder without '..' (the move must be a rename on the same filesystem), e.g. quarantine",
+            "callbacks.checkpoint_guard.quarantine_folder: '/mnt/other' is not allowed; expected a plain relative "
+            "folder name inside save_folder (printable, no '.' or '..' parts, at most 255 bytes per part; the move "
+            "must be a rename on the same filesystem), e.g. quarantine",
             id="absolute",
         ),
         pytest.param(
             {"quarantine_folder": "../q"},
-            "callbacks.checkpoint_guard.quarantine_folder: '../q' is not allowed; expected a relative folder "
-            "inside save_folder without '..' (the move must be a rename on the same filesystem), e.g. quarantine",
+            "callbacks.checkpoint_guard.quarantine_folder: '../q' is not allowed; expected a plain relative "
+            "folder name inside save_folder (printable, no '.' or '..' parts, at most 255 bytes per part; the move "
+            "must be a rename on the same filesystem), e.g. quarantine",
             id="dotdot",
         ),
         pytest.param(
@@ -505,6 +513,6 @@ def test_each_problem_gets_its_own_line_through_llm_foundry() -> None:
     assert str(raised.value).splitlines() == [
         "callbacks.checkpoint_guard.verify: 'crc' is not allowed; allowed: structure, full",
         "callbacks.checkpoint_guard.quarantine: unknown key (did you mean 'quarantine_folder'?); "
-        "allowed keys: quarantine_folder, verify, exit_if_finished",
+        "allowed keys: quarantine_folder, verify, exit_if_finished, stale_after, heartbeat_interval",
     ]
     assert isinstance(build_callback("checkpoint_guard", {"verify": "full"}), CheckpointGuard)

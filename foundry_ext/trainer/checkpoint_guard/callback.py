@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -15,6 +17,7 @@ from composer.utils import dist
 from foundry_ext.catalog.callbacks import FIELD, CheckpointGuardConfig
 from foundry_ext.config.base import build
 from foundry_ext.config.errors import ConfigError
+from foundry_ext.trainer.checkpoint_guard.owner import FolderBusy, FolderUnwritable, Ownership
 from foundry_ext.trainer.checkpoint_guard.recovery import Layout, apply, plan
 
 __all__ = ["CheckpointGuard"]
@@ -58,6 +61,7 @@ class CheckpointGuard(Callback):
 
     def __init__(self, **kwargs: Any) -> None:
         self.config = build(CheckpointGuardConfig, kwargs, FIELD)
+        self._owner: Ownership | None = None
 
     def before_load(self, state: State, logger: Logger) -> None:
         del logger  # unused
@@ -65,19 +69,60 @@ class CheckpointGuard(Callback):
         error: Exception | None = None
         if dist.get_global_rank() == 0:
             try:
+                self._take_folder(state)  # before anything in the folder is read or moved
                 outcome[0] = ("ok", *self._repair(state))
+            except (FolderBusy, FolderUnwritable, ConfigError) as e:
+                outcome[0] = ("refused", " ".join(str(e).splitlines()))
             except Exception as e:  # every rank raises instead of hanging in the broadcast; the text travels
                 error, outcome[0] = e, ("error", f"{type(e).__name__}: {e}")
         if dist.get_world_size() > 1:
             dist.broadcast_object_list(outcome, src=0)
         status, *payload = outcome[0]
+        if status == "refused":  # one line, the whole story, and no traceback: every rank ends with status 2
+            if dist.get_global_rank() == 0:
+                print(f"{FIELD}: error: {payload[0]}", file=sys.stderr, flush=True)
+            self._release()
+            raise SystemExit(2)
         if error is not None:
+            self._release()
             raise error
         if status == "error":
             raise RuntimeError(f"{FIELD}: rank 0 failed to check the save folder: {payload[0]}")
         resume, latest, moved = payload
         if dist.get_global_rank() != 0:
             _wait_until_visible(resume, latest, moved)
+
+    def batch_end(self, state: State, logger: Logger) -> None:
+        del state, logger  # unused
+        if self._owner is not None and self._owner.lost is not None:
+            # another run decided this one was gone (no heartbeat for stale_after): stop before writing again
+            raise RuntimeError(f"{FIELD}: {self._owner.lost}; this run stops so that the folder has one writer")
+
+    def close(self, state: State, logger: Logger) -> None:
+        del state, logger  # unused
+        self._release()
+
+    def _take_folder(self, state: State) -> None:
+        """Own the save folder (:mod:`foundry_ext.trainer.checkpoint_guard.owner`), or raise the one-line refusal."""
+        from composer.callbacks import CheckpointSaver
+        from composer.utils import format_name_with_dist
+
+        savers = [cb for cb in state.callbacks if isinstance(cb, CheckpointSaver)]
+        if not savers:
+            return
+        folder = Path(format_name_with_dist(str(savers[0].folder), state.run_name))
+        owner = Ownership(folder, state.run_name, self.config.stale_after, self.config.heartbeat_interval)
+        takeover = owner.acquire()
+        self._owner = owner
+        atexit.register(self._release)  # a run ended by SystemExit (exit_if_finished) or an error frees the folder
+        if takeover:
+            log.warning(takeover)
+        owner.start_heartbeat()
+
+    def _release(self) -> None:
+        if self._owner is not None:
+            self._owner.release()
+            self._owner = None
 
     def after_load(self, state: State, logger: Logger) -> None:
         del logger  # unused
@@ -148,6 +193,7 @@ class CheckpointGuard(Callback):
         if saver.latest_filename is not None and saver.num_checkpoints_to_keep != 0:
             latest = format_name_with_dist(str(saver.latest_filename.filename), state.run_name)
         folder = Path(format_name_with_dist(str(saver.folder), state.run_name))
+        _check_quarantine(folder, self.config.quarantine_folder, name, latest)
         try:
             return Layout(
                 folder=folder,
@@ -158,6 +204,22 @@ class CheckpointGuard(Callback):
             )
         except ValueError as e:
             raise ConfigError("save_filename", f"{e}; {FIELD} cannot list such checkpoints") from None
+
+
+def _check_quarantine(folder: Path, quarantine: str, name: str, latest: str | None) -> None:
+    """The quarantine folder must be a folder (or not exist yet) and must not be named like a checkpoint."""
+    where = f"{FIELD}.quarantine_folder"
+    path = folder / quarantine
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        raise ConfigError(
+            where, f"{quarantine!r} is an existing file in save_folder {folder}, not a folder; choose another name"
+        )
+    first = quarantine.split("/", 1)[0]
+    pattern = Layout(folder=folder, name=name.rpartition("/")[2]).pattern()
+    if pattern.match(first) or (latest is not None and first == latest.rpartition("/")[2]):
+        raise ConfigError(
+            where, f"{quarantine!r} is named like a checkpoint or the latest symlink ({name}); choose another name"
+        )
 
 
 def _wait_until_visible(resume: str | None, latest: str | None, moved: list[str]) -> None:
