@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from foundry_ext.cli import UsageError, add_config_arguments
+from foundry_ext.cli import UsageError, add_config_arguments, check_output_paths
 
 __all__ = ["add_arguments", "read_metrics", "run", "text_chart"]
 
@@ -129,6 +129,7 @@ def run(args: argparse.Namespace) -> int:
     from foundry_ext.config.train_yaml import load_train_config, one_line, optimizer_lr, run_clock, summarize
     from foundry_ext.preview import PlateauPreview, Preview, build_schedule, simulate_plateau
 
+    check_output_paths(("--out", args.out), ("--csv", args.csv))  # before any work, not after drawing the chart
     start = time.perf_counter()
     try:
         cfg = load_train_config(args.config, args.overrides)
@@ -248,14 +249,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _check_name(name: str) -> None:
-    from foundry_ext.config.errors import ConfigError, did_you_mean
+    from foundry_ext.config.errors import ConfigError, scheduler_did_you_mean
     from foundry_ext.config.preflight import known_scheduler_names
 
     names = known_scheduler_names()
     if name not in names:
         raise ConfigError(
             "scheduler.name",
-            f"{name!r} is not a registered scheduler{did_you_mean(str(name), names)}; "
+            f"{name!r} is not a registered scheduler{scheduler_did_you_mean(str(name), names)}; "
             "`foundry-ext schedulers` lists all",
         )
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from foundry_ext.config.base import build
 from foundry_ext.config.durations import UnknownBatchesPerEpoch
-from foundry_ext.config.errors import ConfigError, Problem, did_you_mean
+from foundry_ext.config.errors import ConfigError, Problem, did_you_mean, scheduler_did_you_mean
 from foundry_ext.config.notices import warn_once
 from foundry_ext.config.registry import (
     CALLBACK_MODELS,
@@ -135,7 +135,7 @@ def _check_scheduler(block: dict[str, Any], found: Findings) -> ScheduleModel | 
         found.errors.append(
             Problem(
                 "scheduler.name",
-                f"{name!r} is not a registered scheduler{did_you_mean(str(name), names)}; "
+                f"{name!r} is not a registered scheduler{scheduler_did_you_mean(str(name), names)}; "
                 "`foundry-ext schedulers` lists all",
             )
         )
@@ -153,7 +153,7 @@ def _check_scheduler(block: dict[str, Any], found: Findings) -> ScheduleModel | 
     base = getattr(model, "base", None)
     if isinstance(base, Mapping):
         if base["name"] not in names:
-            hint = did_you_mean(str(base["name"]), names)
+            hint = scheduler_did_you_mean(str(base["name"]), names)
             found.errors.append(Problem("scheduler.base.name", f"{base['name']!r} is not a registered scheduler{hint}"))
             return None
         base_model = validate_block(base, "scheduler.base")  # valid: the plateau model checked it

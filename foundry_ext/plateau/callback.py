@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import math
 import sys
-import warnings
 from typing import TYPE_CHECKING, Any, TextIO
 
 import torch
@@ -115,11 +114,12 @@ class ReduceLROnPlateauCallback(Callback):
         if not self._fit_started:  # the first fit() after the Trainer was built (and loaded its checkpoint)
             self._fit_started = True
             if state.timestamp.batch.value > 0 and not self._restored:
-                log.warning(
-                    "reduce_lr_on_plateau: the checkpoint holds no plateau state (saved without foundry-ext?); "
-                    "starting with fresh state (scale 1.0, no best value)",
+                # one line, both causes: the callback cannot tell a load_ignore_keys reset from a foreign checkpoint
+                warn_once(
+                    f"reduce_lr_on_plateau: resumed at batch {state.timestamp.batch.value} with no plateau state in "
+                    "the checkpoint; starting fresh (scale 1, no best value): it was reset with load_ignore_keys, or "
+                    "the checkpoint was saved without foundry-ext"
                 )
-                warnings.warn("reduce_lr_on_plateau: no plateau state in the checkpoint; starting fresh", stacklevel=1)
             if self._restored:
                 self._compare_with_checkpoint(state)
         self._install_group_lambdas(state)
@@ -255,7 +255,7 @@ class ReduceLROnPlateauCallback(Callback):
         reset = [k for k in RESET_KEYS if k in saved and saved[k] != now[k]]
         if reset:
             p = self.plateau
-            dropped = f"best {p.best!r}" if p.best is not None else "no best yet"
+            dropped = f"best {p.best:.6g}" if p.best is not None else "no best yet"
             warn_once(
                 f"reduce_lr_on_plateau: resumed at {at} with "
                 + ", ".join(f"{k} {now[k]!r} (the checkpoint's: {saved[k]!r})" for k in reset)

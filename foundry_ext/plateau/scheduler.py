@@ -10,7 +10,7 @@ from composer.core import State
 from composer.optim import ComposerScheduler
 
 from foundry_ext.config.durations import convert, max_duration_of, now
-from foundry_ext.config.errors import ConfigError, did_you_mean, yaml_path
+from foundry_ext.config.errors import ConfigError, scheduler_did_you_mean, yaml_path
 from foundry_ext.plateau.callback import ReduceLROnPlateauCallback
 from foundry_ext.plateau.rule import PlateauRule
 from foundry_ext.schedulers.base import ModelScheduler
@@ -31,7 +31,8 @@ def build_base(block: Mapping[str, Any], path: str) -> ComposerScheduler:
         names = sorted(registry.schedulers.get_all())
         raise ConfigError(
             f"{path}.name",
-            f"{name!r} is not a registered scheduler{did_you_mean(str(name), names)}; available: {', '.join(names)}",
+            f"{name!r} is not a registered scheduler{scheduler_did_you_mean(str(name), names)}; "
+            f"available: {', '.join(names)}",
         ) from None
     with yaml_path(path):
         try:
