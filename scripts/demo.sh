@@ -8,3 +8,21 @@ bash scripts/setup.sh
 # the marker is written last, so its presence means complete data (skips ~20 s of imports when it is there)
 [ -f demo-data/.foundry-ext-demo.json ] || .venv/bin/foundry-ext demo-data demo-data
 .venv/bin/composer train.py yamls/tiny-wsd.yaml "$@"
+
+# The closing block, after the launcher's own last lines: what was trained, where it is, what to run next.
+folder=$(.venv/bin/python - "$@" <<'PY'
+import sys
+from omegaconf import OmegaConf as om
+cfg = om.merge(om.load("yamls/tiny-wsd.yaml"), om.from_cli(sys.argv[1:]))
+print(str(cfg.save_folder).replace("{run_name}", str(cfg.run_name)), cfg.max_duration)
+PY
+)
+read -r checkpoints max_duration <<< "$folder"
+overrides=${*:+ $*}
+echo
+echo "demo: done. Trained a tiny MPT (yamls/tiny-wsd.yaml$overrides: warmup_stable_decay, $max_duration) on ./demo-data."
+echo "demo: checkpoint $checkpoints/latest-rank0.pt -> $(readlink "$checkpoints/latest-rank0.pt" || echo none)"
+echo "demo: console log $(dirname "$checkpoints")/train-rank0.log"
+echo "next:"
+echo "  .venv/bin/foundry-ext inspect $checkpoints/latest-rank0.pt   # its time, LR, schedule state"
+echo "  .venv/bin/foundry-ext plot yamls/tiny-wsd.yaml$overrides --out lr.png   # the LR of every batch it trained"

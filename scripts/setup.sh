@@ -1,22 +1,16 @@
 #!/usr/bin/env bash
 # Create the project-local .venv and install this package with its test extras into it.
-# Idempotent: once installed, it only reinstalls when pyproject.toml changes (a few seconds then).
+# Idempotent: once installed, it only reinstalls when pyproject.toml or uv.lock changes (a few seconds then).
 # uv, not pip: pip's resolver backtracks for many minutes on this stack; uv's cache (~/.cache/uv) makes reinstalls fast.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-if [ ! -x .venv/bin/python ]; then
-    echo "setup: creating .venv with $(python3 --version)"
-    python3 -m venv .venv
-fi
-if [ ! -x .venv/bin/uv ]; then
-    .venv/bin/python -m pip install --quiet --disable-pip-version-check uv
-fi
-
+# uv.lock pins every package (221, torch 2.7.0 included): two machines a month apart install the same versions.
+# `uv sync --locked` fails if pyproject.toml changed without `bash scripts/uv.sh lock`.
 stamp=.venv/.foundry-ext-installed
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-    echo "setup: installing foundry-ext[test] into .venv (the first time downloads torch 2.7.0 with CUDA: ~3 GB)"
-    .venv/bin/uv pip install --python .venv/bin/python -e ".[test]"
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ uv.lock -nt "$stamp" ]; then
+    echo "setup: installing foundry-ext[test] from uv.lock into .venv (the first time downloads torch 2.7.0 with CUDA: ~3 GB)"
+    UV_PROJECT_ENVIRONMENT=.venv bash scripts/uv.sh sync --locked --extra test --python python3
     touch "$stamp"
 fi
 

@@ -36,7 +36,7 @@ from foundry_ext.catalog.registry import (
 )
 from foundry_ext.config.base import build
 from foundry_ext.config.durations import UnknownBatchesPerEpoch, parse
-from foundry_ext.config.errors import ConfigError, Problem, did_you_mean
+from foundry_ext.config.errors import ConfigError, Problem, did_you_mean, scheduler_did_you_mean
 from foundry_ext.config.notices import warn_once
 from foundry_ext.config.train_yaml import RunClock, run_clock
 from foundry_ext.schedules.base import ScheduleModel, run_check
@@ -139,7 +139,7 @@ def _check_scheduler(block: dict[str, Any], found: Findings) -> ScheduleModel | 
         found.errors.append(
             Problem(
                 "scheduler.name",
-                f"{name!r} is not a registered scheduler{did_you_mean(str(name), names)}; "
+                f"{name!r} is not a registered scheduler{scheduler_did_you_mean(str(name), names)}; "
                 "`foundry-ext schedulers` lists all",
             )
         )
@@ -157,7 +157,7 @@ def _check_scheduler(block: dict[str, Any], found: Findings) -> ScheduleModel | 
     base = getattr(model, "base", None)
     if isinstance(base, Mapping):
         if base["name"] not in names:
-            hint = did_you_mean(str(base["name"]), names)
+            hint = scheduler_did_you_mean(str(base["name"]), names)
             found.errors.append(Problem("scheduler.base.name", f"{base['name']!r} is not a registered scheduler{hint}"))
             return None
         base_model = validate_block(base, "scheduler.base")  # valid: the plateau model checked it

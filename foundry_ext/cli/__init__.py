@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -31,8 +32,34 @@ def add_config_arguments(parser: argparse.ArgumentParser, example: str = "") -> 
     """The positional arguments of every command that reads a train YAML: the file, then train.py-style overrides."""
     parser.add_argument("config", metavar="CONFIG.yaml", help="an llm-foundry train YAML")
     e = f" (e.g. {example})" if example else ""
-    help_text = f"overrides, as for train.py{e}; put them right after CONFIG.yaml"
-    parser.add_argument("overrides", nargs="*", metavar="key=value", help=help_text)
+    help_text = f"overrides, as for train.py{e}; anywhere among the options"
+    # default=[]: without it argparse lists a nargs="*" positional as required in its error message
+    parser.add_argument("overrides", nargs="*", default=[], metavar="key=value", help=help_text)
+
+
+# Composer reads an integer for these as epochs (Trainer: Time.from_input(value, TimeUnit.EPOCH))
+_EPOCH_WHEN_UNITLESS = ("max_duration", "eval_interval", "save_interval")
+
+
+def unit_notes(overrides: Sequence[str]) -> list[str]:
+    """One note per ``key=value`` override whose duration has no unit, naming the unit Composer gives it."""
+    notes = []
+    for override in overrides:
+        key, _, value = override.partition("=")
+        if key.strip() in _EPOCH_WHEN_UNITLESS and value.strip().isdigit():
+            v = value.strip()
+            notes.append(
+                f"note: {key.strip()}={v} has no unit: Composer reads it as {v}ep (epochs); write {v}ba for batches"
+            )
+    return notes
+
+
+def check_output_paths(*options: tuple[str, str | None]) -> None:
+    """Refuse an output file whose folder does not exist, before any work: ``(("--out", "nodir/lr.png"),)``."""
+    for option, path in options:
+        folder = os.path.dirname(os.path.abspath(path)) if path else None
+        if folder is not None and not os.path.isdir(folder):
+            raise UsageError(f"{option} {path}: the folder {folder} does not exist")
 
 
 class UsageError(Exception):
@@ -71,12 +98,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--version", action=_Version, nargs=0, help="show the versions of foundry-ext and its stack")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands = {}
     for name, (module_name, help_text) in SUBCOMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
-        p.set_defaults(_module=module_name)
+        p.set_defaults(_module=module_name, command=name)
         # argument definitions live next to the code that uses them; the modules import only the standard library
         importlib.import_module(module_name).add_arguments(p)
-    args = parser.parse_args(argv)
+        commands[name] = p
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in commands:
+        # intermixed: `plot cfg.yaml --out x.png max_duration=100ba` (argparse cannot intermix through subparsers)
+        args = commands[argv[0]].parse_intermixed_args(argv[1:])
+    else:
+        args = parser.parse_args(argv)
+    for note in unit_notes(getattr(args, "overrides", None) or []):
+        print(note, file=sys.stderr)
     module = importlib.import_module(args._module)
     try:
         return int(module.run(args) or 0)

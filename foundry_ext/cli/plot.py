@@ -22,7 +22,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from foundry_ext.cli import UsageError, add_config_arguments
+from foundry_ext.cli import UsageError, add_config_arguments, check_output_paths
 
 __all__ = ["add_arguments", "read_metrics", "run", "text_chart"]
 
@@ -36,9 +36,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="lr.png", metavar="FILE.png", help="PNG to write (default: lr.png)")
     parser.add_argument(
         "--metrics",
-        metavar="FILE.csv",
-        help="reduce_lr_on_plateau only: the monitored metric of a past run, rows 'batch,value' (header optional); "
-        "the cuts the adapter would make are simulated and drawn",
+        metavar="FILE.csv|RUN",
+        help="reduce_lr_on_plateau only: the monitored metric of a past run, a CSV of rows 'batch,value' (header "
+        "optional) or an MLflow run folder (mlruns/<experiment>/<run>); the cuts the adapter would make are "
+        "simulated and drawn",
     )
     parser.add_argument(
         "--batches-per-epoch",
@@ -89,6 +90,39 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _read_mlflow_metric(run: str, monitor: str | None) -> list[tuple[int, float]]:
+    from foundry_ext.config.errors import did_you_mean
+
+    folder = os.path.join(run, "metrics")
+    if not os.path.isdir(folder):
+        raise UsageError(f"--metrics {run}: a folder without metrics/: expected an MLflow run folder or a CSV file")
+    if not monitor:
+        raise UsageError(f"--metrics {run}: an MLflow run needs the scheduler's monitor to pick its metric")
+    file = os.path.join(folder, *monitor.split("/"))
+    if not os.path.isfile(file):
+        logged = sorted(
+            os.path.relpath(os.path.join(d, f), folder).replace(os.sep, "/") for d, _, fs in os.walk(folder) for f in fs
+        )
+        raise UsageError(
+            f"--metrics {run}: the run has no metric {monitor!r}{did_you_mean(monitor, logged)}; "
+            f"it logged: {', '.join(logged) or 'nothing'}"
+        )
+    by_step: dict[int, float] = {}
+    with open(file) as f:
+        for lineno, line in enumerate(f, start=1):
+            parts = line.split()
+            if not parts:
+                continue
+            try:
+                _, value, step = float(parts[0]), float(parts[1]), int(parts[2])
+            except (ValueError, IndexError):
+                raise UsageError(f"--metrics {file}:{lineno}: expected MLflow's 'timestamp value step'") from None
+            by_step[step] = value  # a metric logged twice at one step: MLflow keeps both, the last one counts
+    if not by_step:
+        raise UsageError(f"--metrics {file}: no values")
+    return sorted(by_step.items())
+
+
 def _non_negative_int(text: str) -> int:
     try:
         value = int(text.replace("_", ""))
@@ -99,8 +133,15 @@ def _non_negative_int(text: str) -> int:
     return value
 
 
-def read_metrics(path: str) -> list[tuple[int, float]]:
-    """Rows ``batch,value`` of ``path``, in order; a first row that is not numeric is taken as a header."""
+def read_metrics(path: str, monitor: str | None = None) -> list[tuple[int, float]]:
+    """Rows ``batch,value`` of ``path``, in order; a first row that is not numeric is taken as a header.
+
+    ``path`` may also be a run folder of MLflow's local file store (``mlruns/<experiment>/<run>``, as Composer's
+    ``MLFlowLogger`` writes it with a ``file:`` tracking URI): the ``monitor`` metric's file there holds lines
+    ``timestamp value step``, and ``step`` is the batch timestamp Composer logged it at.
+    """
+    if os.path.isdir(path):
+        return _read_mlflow_metric(path, monitor)
     if not os.path.isfile(path):
         raise UsageError(f"--metrics {path}: no such file")
     rows: list[tuple[int, float]] = []
@@ -135,6 +176,7 @@ def run(args: argparse.Namespace) -> int:
     from foundry_ext.config.train_yaml import load_train_config, one_line, optimizer_lr, run_clock, summarize
     from foundry_ext.preview import PlateauPreview, Preview, build_schedule, simulate_plateau
 
+    check_output_paths(("--out", args.out), ("--csv", args.csv))  # before any work, not after drawing the chart
     start = time.perf_counter()
     try:
         cfg = load_train_config(args.config, args.overrides)
@@ -151,7 +193,7 @@ def run(args: argparse.Namespace) -> int:
             )
         _check_name(block["name"])
         lr = optimizer_lr(cfg)
-        metrics = read_metrics(args.metrics) if args.metrics else None
+        metrics = read_metrics(args.metrics, block.get("monitor")) if args.metrics else None
         total = clock.total_batches
         schedule = build_schedule(block, clock)
     except UnknownBatchesPerEpoch:
@@ -275,13 +317,13 @@ def _law_curve(path: str, every_lr: list[float], xs: Sequence[int]) -> tuple[lis
 
 def _check_name(name: str) -> None:
     from foundry_ext.catalog.preflight import known_scheduler_names
-    from foundry_ext.config.errors import ConfigError, did_you_mean
+    from foundry_ext.config.errors import ConfigError, scheduler_did_you_mean
 
     names = known_scheduler_names()
     if name not in names:
         raise ConfigError(
             "scheduler.name",
-            f"{name!r} is not a registered scheduler{did_you_mean(str(name), names)}; "
+            f"{name!r} is not a registered scheduler{scheduler_did_you_mean(str(name), names)}; "
             "`foundry-ext schedulers` lists all",
         )
 

@@ -24,14 +24,15 @@ def run(args: argparse.Namespace) -> int:
     """Print one block per scheduler name."""
     from foundry_ext.catalog.registry import SCHEDULE_MODELS, foreign_scheduler_names
     from foundry_ext.cli import UsageError
-    from foundry_ext.config.errors import did_you_mean
+    from foundry_ext.config.errors import scheduler_did_you_mean
 
     foreign = foreign_scheduler_names()
     names = sorted(set(SCHEDULE_MODELS) | set(foreign))
     for name in args.names:
         if name not in names:
             raise UsageError(
-                f"{name!r} is not a registered scheduler{did_you_mean(name, names)}; known: {', '.join(names)}"
+                f"{name!r} is not a registered scheduler{scheduler_did_you_mean(name, names)}; "
+                f"known: {', '.join(names)}"
             )
     chosen = args.names or names
     print(f"{len(chosen)} scheduler{'s' if len(chosen) != 1 else ''} (scheduler.name in a train YAML):")

@@ -58,6 +58,31 @@ def did_you_mean(word: str, options: Sequence[str]) -> str:
     return f" (did you mean '{close[0]}'?)" if close else ""
 
 
+# Short names people type for a scheduler (the README says "WSD"); each maps to a registered name.
+SCHEDULER_ALIASES = {
+    "wsd": "warmup_stable_decay",
+    "warmup_stable": "warmup_stable_decay",
+    "wsds": "wsd_periods",
+    "cosine_warmup": "cosine_with_warmup",
+    "warmup_cosine": "cosine_with_warmup",
+    "linear_warmup": "linear_decay_with_warmup",
+    "cosine_annealing": "cosine",
+    "plateau": "reduce_lr_on_plateau",
+    "reduce_on_plateau": "reduce_lr_on_plateau",
+    "reducelronplateau": "reduce_lr_on_plateau",
+    "inv_sqrt": "inverse_sqrt",
+    "torch": "torch_lr_scheduler",
+}
+
+
+def scheduler_did_you_mean(name: str, names: Sequence[str]) -> str:
+    """:func:`did_you_mean` for a ``scheduler.name``, knowing the short names users type (``wsd``, ``plateau``)."""
+    alias = SCHEDULER_ALIASES.get(name.lower().replace("-", "_"))
+    if alias in names:
+        return f" (did you mean '{alias}'?)"
+    return did_you_mean(name, names)
+
+
 def join_path(prefix: str, loc: Iterable[str | int]) -> str:
     """``("schedulers", 1, "T_max")`` under ``scheduler`` -> ``scheduler.schedulers[1].T_max``."""
     path = prefix

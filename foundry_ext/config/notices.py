@@ -9,10 +9,24 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 
 __all__ = ["warn_once"]
 
-log = logging.getLogger("foundry_ext")
+
+class _StderrHandler(logging.Handler):
+    """Writes the bare record to the current ``sys.stderr`` (looked up at each line, as pytest swaps it)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        print(self.format(record), file=sys.stderr, flush=True)
+
+
+# Its own handler, not propagated: under llm-foundry's root format (``%(levelname)s: %(name)s: %(message)s``) a
+# propagated line read "WARNING: foundry_ext: foundry-ext: warning: ..."; now it is "foundry-ext: warning: ..."
+# whoever configured logging. Add a handler to this logger to receive the lines elsewhere.
+log = logging.getLogger("foundry_ext.notices")
+log.propagate = False
+log.addHandler(_StderrHandler())
 _seen: set[str] = set()
 
 
@@ -22,7 +36,5 @@ def warn_once(message: str) -> bool:
         return False
     _seen.add(message)
     if os.environ.get("RANK", "0") == "0":
-        # llm-foundry configures logging only after the pre-flight check: without a handler, Python's last resort
-        # prints the bare message to stderr, which is what we want
         log.warning("foundry-ext: warning: %s", message)
     return True

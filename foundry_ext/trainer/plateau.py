@@ -12,7 +12,6 @@ import inspect
 import logging
 import math
 import sys
-import warnings
 from collections.abc import Mapping
 from typing import Any, TextIO
 
@@ -26,7 +25,7 @@ from composer.utils import dist
 from foundry_ext.catalog.callbacks import PlateauCallbackKeys
 from foundry_ext.config.base import build
 from foundry_ext.config.durations import convert, max_duration_of, now
-from foundry_ext.config.errors import ConfigError, did_you_mean, yaml_path
+from foundry_ext.config.errors import ConfigError, scheduler_did_you_mean, yaml_path
 from foundry_ext.config.notices import warn_once
 from foundry_ext.schedules.plateau import DEFAULT_MONITOR, ReduceLROnPlateau
 from foundry_ext.schedules.plateau_rule import Cut, PlateauState
@@ -125,11 +124,12 @@ class ReduceLROnPlateauCallback(Callback):
         if not self._fit_started:  # the first fit() after the Trainer was built (and loaded its checkpoint)
             self._fit_started = True
             if state.timestamp.batch.value > 0 and not self._restored:
-                log.warning(
-                    "reduce_lr_on_plateau: the checkpoint holds no plateau state (saved without foundry-ext?); "
-                    "starting with fresh state (scale 1.0, no best value)",
+                # one line, both causes: the callback cannot tell a load_ignore_keys reset from a foreign checkpoint
+                warn_once(
+                    f"reduce_lr_on_plateau: resumed at batch {state.timestamp.batch.value} with no plateau state in "
+                    "the checkpoint; starting fresh (scale 1, no best value): it was reset with load_ignore_keys, or "
+                    "the checkpoint was saved without foundry-ext"
                 )
-                warnings.warn("reduce_lr_on_plateau: no plateau state in the checkpoint; starting fresh", stacklevel=1)
             if self._restored:
                 self._compare_with_checkpoint(state)
         self._install_group_lambdas(state)
@@ -265,7 +265,7 @@ class ReduceLROnPlateauCallback(Callback):
         reset = [k for k in RESET_KEYS if k in saved and saved[k] != now[k]]
         if reset:
             p = self.plateau
-            dropped = f"best {p.best!r}" if p.best is not None else "no best yet"
+            dropped = f"best {p.best:.6g}" if p.best is not None else "no best yet"
             warn_once(
                 f"reduce_lr_on_plateau: resumed at {at} with "
                 + ", ".join(f"{k} {now[k]!r} (the checkpoint's: {saved[k]!r})" for k in reset)
@@ -416,7 +416,8 @@ def build_base(block: Mapping[str, Any], path: str) -> ComposerScheduler:
         names = sorted(registry.schedulers.get_all())
         raise ConfigError(
             f"{path}.name",
-            f"{name!r} is not a registered scheduler{did_you_mean(str(name), names)}; available: {', '.join(names)}",
+            f"{name!r} is not a registered scheduler{scheduler_did_you_mean(str(name), names)}; "
+            f"available: {', '.join(names)}",
         ) from None
     with yaml_path(path):
         try:

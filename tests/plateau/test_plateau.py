@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from llmfoundry.utils.builders import build_callback, build_scheduler
 
 from foundry_ext import ConfigError, WarmupStableDecayScheduler
+from foundry_ext.config import notices
 from foundry_ext.schedules.plateau_rule import PlateauRule, PlateauState
 from foundry_ext.trainer.plateau import ReduceLROnPlateauCallback, ReduceLROnPlateauScheduler
 from tests.schedules.test_wsd import at, make_state
@@ -238,7 +239,7 @@ def test_resume_restores_the_plateau_state(tmp_path) -> None:
     assert {k: v for k, v in resumed_lrs.lrs.items()} == {k: v for k, v in full_lrs.lrs.items() if k >= 16}
 
 
-def test_checkpoint_without_plateau_state_warns_and_starts_fresh(tmp_path) -> None:
+def test_checkpoint_without_plateau_state_warns_and_starts_fresh(tmp_path, capsys, monkeypatch) -> None:
     trainer, _ = make_trainer(
         [WarmupStableDecayScheduler()], max_duration="8ba", save_folder=str(tmp_path), save_interval="8ba"
     )
@@ -248,8 +249,15 @@ def test_checkpoint_without_plateau_state_warns_and_starts_fresh(tmp_path) -> No
     trainer, _ = make_trainer(
         [scheduler], max_duration="12ba", eval_values=[1.0], load_path=str(tmp_path / "ep0-ba8-rank0.pt")
     )
-    with pytest.warns(UserWarning, match="no plateau state in the checkpoint; starting fresh"):
-        trainer.fit()
+    monkeypatch.setattr(notices, "_seen", set())
+    capsys.readouterr()
+    trainer.fit()
+    lines = [line for line in capsys.readouterr().err.splitlines() if "plateau state" in line]
+    assert lines == [
+        "foundry-ext: warning: reduce_lr_on_plateau: resumed at batch 8 with no plateau state in the checkpoint; "
+        "starting fresh (scale 1, no best value): it was reset with load_ignore_keys, or the checkpoint was saved "
+        "without foundry-ext"
+    ]
     assert scheduler.callback.plateau.scale == 1.0
 
 

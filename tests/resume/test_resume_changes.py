@@ -73,7 +73,7 @@ class Timeline(Callback):
 def timeline(monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setattr(notices, "_seen", set())  # warn_once is once per process: each test starts clean
     line = Timeline()
-    log = logging.getLogger("foundry_ext")
+    log = logging.getLogger("foundry_ext.notices")
     log.addHandler(line.handler)
     yield line
     log.removeHandler(line.handler)
@@ -172,7 +172,7 @@ def test_changed_mode_restarts_the_comparison(tmp_path: Path, timeline: Timeline
     train([resumed], max_duration="20ba", eval_values=[1.0], load_path=str(path), callbacks=(timeline,))
     assert timeline.warnings == [
         "foundry-ext: warning: reduce_lr_on_plateau: resumed at batch 16 with mode 'max' (the checkpoint's: 'min'): "
-        "the comparison restarts (best 3.0, 0 bad evaluations and cooldown 0 dropped); the LR scale 0.125 and 3 "
+        "the comparison restarts (best 3, 0 bad evaluations and cooldown 0 dropped); the LR scale 0.125 and 3 "
         "cuts are kept"
     ]
     assert resumed.callback.plateau.best == 1.0 and resumed.callback.plateau.cuts == 3

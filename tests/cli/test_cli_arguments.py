@@ -1,0 +1,55 @@
+"""Arguments as a person types them: overrides anywhere, optional in the usage, outputs checked first, short names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from foundry_ext.cli import main
+
+WSD = "yamls/tiny-wsd.yaml"
+
+
+def test_overrides_may_follow_the_options(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    csv = tmp_path / "lr.csv"
+    assert main(["plot", WSD, "--out", str(tmp_path / "lr.png"), "--csv", str(csv), "max_duration=100ba"]) == 0
+    rows = csv.read_text().splitlines()
+    assert rows[-1].startswith("99,")  # the override applied: 100 batches, not the YAML's 250
+    assert "max_duration=100ba = batches 0 to 99" in capsys.readouterr().out
+
+
+def test_the_usage_shows_overrides_as_optional(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["plot"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "the following arguments are required: CONFIG.yaml\n" in err
+    assert "CONFIG.yaml [key=value ...]" in err
+
+
+def test_an_output_folder_that_does_not_exist_fails_before_any_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["plot", WSD, "--out", str(tmp_path / "nodir" / "lr.png")]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""  # no chart was drawn first
+    folder = tmp_path / "nodir"
+    assert err == f"foundry-ext plot: error: --out {folder}/lr.png: the folder {folder} does not exist\n"
+
+
+@pytest.mark.parametrize(
+    ("typed", "meant"),
+    [("wsd", "warmup_stable_decay"), ("cosine_warmup", "cosine_with_warmup"), ("plateau", "reduce_lr_on_plateau")],
+)
+def test_short_scheduler_names_get_a_did_you_mean(typed: str, meant: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", WSD, f"scheduler.name={typed}"]) == 2
+    err = capsys.readouterr().err
+    assert f"scheduler.name: '{typed}' is not a registered scheduler (did you mean '{meant}'?)" in err
+
+
+def test_a_unitless_duration_override_says_its_unit(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", WSD, "max_duration=100"]) == 0
+    out, err = capsys.readouterr()
+    assert err == "note: max_duration=100 has no unit: Composer reads it as 100ep (epochs); write 100ba for batches\n"
+    assert "max_duration=100 = 25600 batches" in out  # what the note says is what the run gets (256 batches/epoch)

@@ -1,0 +1,36 @@
+"""Every fenced block of README.md and docs/*.md is run by tests/docs/conftest.py or says why it is not."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+RUN = {"console", "bash", "python", "yaml"}  # the languages conftest.py evaluates
+NOT_CODE = {"text"}  # formulas, diagrams, usage synopses, excerpts
+FENCE = re.compile(r"^```(\S*)[^\n]*\n.*?^```$", re.M | re.S)
+SKIP = re.compile(r'<!-- skip: next "([^"]+)" -->\n$')
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO)))
+def test_every_block_runs_or_says_why_not(page: Path) -> None:
+    text = page.read_text()
+    problems = []
+    for block in FENCE.finditer(text):
+        line = text.count("\n", 0, block.start()) + 1
+        language = block.group(1)
+        if language not in RUN | NOT_CODE:
+            problems.append(f"line {line}: fence language {language!r}; use one of {sorted(RUN | NOT_CODE)}")
+        if language == "console" and not block.group(0).split("\n")[1].startswith("$ "):
+            problems.append(f"line {line}: a console block starts with '$ command'")
+    for skip in re.finditer(r"^<!-- skip:[^\n]*-->", text, re.M):  # at a line's start: a directive, not prose
+        line = text.count("\n", 0, skip.start()) + 1
+        if not SKIP.match(text[skip.start() : text.index("\n", skip.start()) + 1]):
+            problems.append(f'line {line}: a skip needs its reason: <!-- skip: next "why" -->')
+        elif not text[skip.end() + 1 :].startswith("```"):
+            problems.append(f"line {line}: a skip must sit right above the block it skips")
+    assert problems == []
+
