@@ -1,11 +1,11 @@
 """``torch_lr_scheduler``: the arguments of every supported ``torch.optim.lr_scheduler`` class, typed and ranged.
 
-torch checks few of its arguments: ``step_size: 0`` fails with ``integer modulo by zero`` at the first step,
-``gamma: .nan`` trains to the end with a NaN LR, ``gamma: -1`` flips the sign of the LR every batch. Each class here
-declares its keyword arguments (the names and defaults of torch 2.7's signature;
-``tests/catalog/test_config_registry.py`` checks them against the installed torch) with the types torch's code
-expects and the ranges its arithmetic needs, so that a bad value is one line naming its field (``scheduler.schedulers[1].T_max``) before torch sees it. Values are
-multipliers of the optimizer's LR, as everywhere in this package (``OneCycleLR.max_lr: 1.0`` is the peak).
+torch checks few of its arguments: ``step_size: 0`` fails with ``integer modulo by zero`` at the first step, ``gamma:
+.nan`` trains to the end with a NaN LR, ``gamma: -1`` flips the sign of the LR every batch. Each class here declares its
+keyword arguments (the names and defaults of torch 2.7's signature; ``tests/catalog/test_config_registry.py`` checks
+them against the installed torch) with the types torch's code expects and the ranges its arithmetic needs, so that a bad
+value is one line naming its field (``scheduler.schedulers[1].T_max``) before torch sees it. Values are multipliers of
+the optimizer's LR, as everywhere in this package (``OneCycleLR.max_lr: 1.0`` is the peak).
 """
 
 from __future__ import annotations
