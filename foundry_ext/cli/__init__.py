@@ -91,6 +91,32 @@ class _Version(argparse.Action):
         parser.exit()
 
 
+def _subparsers(parser: argparse.ArgumentParser) -> argparse._SubParsersAction | None:
+    """``parser``'s subcommands (the top level's ``plot``, ..., ``law``'s ``fit``), or None."""
+    for action in parser._actions:  # argparse keeps them there and nowhere public
+        if isinstance(action, argparse._SubParsersAction):
+            return action
+    return None
+
+
+def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """Parse ``argv`` with options and positionals intermixed: ``plot cfg.yaml --out x.png max_duration=100ba``.
+
+    argparse cannot intermix through subparsers, so the command words (``law fit``) are walked here and the last
+    command's parser parses the rest, starting from what the command words set.
+    """
+    namespace, rest, leaf = argparse.Namespace(), argv, parser
+    while rest and (action := _subparsers(leaf)) is not None and rest[0] in action.choices:
+        setattr(namespace, action.dest, rest[0])
+        leaf = action.choices[rest[0]]
+        for key, value in leaf._defaults.items():
+            setattr(namespace, key, value)
+        rest = rest[1:]
+    if leaf is parser or _subparsers(leaf) is not None:
+        return parser.parse_args(argv)  # no command word, or one that needs another: argparse's own message
+    return leaf.parse_intermixed_args(rest, namespace)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``foundry-ext`` console script."""
     parser = argparse.ArgumentParser(
@@ -98,19 +124,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--version", action=_Version, nargs=0, help="show the versions of foundry-ext and its stack")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    commands = {}
     for name, (module_name, help_text) in SUBCOMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.set_defaults(_module=module_name, command=name)
         # argument definitions live next to the code that uses them; the modules import only the standard library
         importlib.import_module(module_name).add_arguments(p)
-        commands[name] = p
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] in commands:
-        # intermixed: `plot cfg.yaml --out x.png max_duration=100ba` (argparse cannot intermix through subparsers)
-        args = commands[argv[0]].parse_intermixed_args(argv[1:])
-    else:
-        args = parser.parse_args(argv)
+    args = _parse(parser, argv)
     for note in unit_notes(getattr(args, "overrides", None) or []):
         print(note, file=sys.stderr)
     module = importlib.import_module(args._module)
