@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from foundry_ext._process import pid_alive
+
 __all__ = [
     "DEFAULT_SEED",
     "FORMAT_VERSION",
@@ -277,18 +279,8 @@ def _remove_stale_partials(parent: Path) -> None:
             pid = int(entry.name[len(_TMP_PREFIX) + 1 :].split("-", 1)[0])
         except ValueError:
             continue
-        if pid != os.getpid() and not _alive(pid):
+        if pid != os.getpid() and not pid_alive(pid):
             shutil.rmtree(entry, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _write_all(out: Path, seed: int) -> dict[str, Any]:

@@ -20,19 +20,11 @@ import yaml
 
 from foundry_ext.cli import main
 from foundry_ext.config.errors import ConfigError
+from tests.support.configs import tiny_train_config
 
 ROOT = Path(__file__).resolve().parents[2]
 
-BASE: dict[str, Any] = {
-    "max_duration": "100ba",
-    "global_train_batch_size": 4,
-    "max_seq_len": 64,
-    "model": {"name": "mpt_causal_lm", "d_model": 16, "n_heads": 2, "n_layers": 1, "max_seq_len": 64},
-    "optimizer": {"name": "decoupled_adamw", "lr": 1.0e-3},
-    "eval_loader": {"name": "text", "dataset": {"local": "x", "split": "val", "max_seq_len": 64}},
-    "scheduler": {"name": "warmup_stable_decay", "t_warmup": "10ba"},
-    "callbacks": {"lr_monitor": {}},
-}
+BASE: dict[str, Any] = tiny_train_config(max_duration="100ba")
 
 
 def S(**block: Any) -> dict[str, Any]:

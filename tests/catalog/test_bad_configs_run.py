@@ -23,18 +23,9 @@ import yaml
 from foundry_ext.catalog.registry import SCHEDULE_MODELS
 from foundry_ext.cli import main
 from foundry_ext.schedules.run_lr import POSITIVE_DURATIONS
+from tests.support.configs import tiny_train_config
 
-BASE: dict[str, Any] = {
-    "max_duration": "40ba",
-    "global_train_batch_size": 4,
-    "max_seq_len": 64,
-    "model": {"name": "mpt_causal_lm", "d_model": 16, "n_heads": 2, "n_layers": 1, "max_seq_len": 64},
-    "optimizer": {"name": "decoupled_adamw", "lr": 1.0e-3},
-    "eval_loader": {"name": "text", "dataset": {"local": "x", "split": "val", "max_seq_len": 64}},
-    "eval_interval": "10ba",
-    "scheduler": {"name": "warmup_stable_decay", "t_warmup": "4ba"},
-    "callbacks": {"lr_monitor": {}},
-}
+BASE: dict[str, Any] = tiny_train_config(t_warmup="4ba", eval_interval="10ba")
 
 # A minimal valid block of every scheduler by name (checked valid by test_every_minimal_block_is_valid).
 MINIMAL: dict[str, dict[str, Any]] = {

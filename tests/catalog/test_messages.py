@@ -17,16 +17,9 @@ import yaml
 
 from foundry_ext.cli import main
 from foundry_ext.config.errors import ConfigError
+from tests.support.configs import tiny_train_config
 
-BASE: dict[str, Any] = {
-    "max_duration": "40ba",
-    "global_train_batch_size": 4,
-    "max_seq_len": 64,
-    "model": {"name": "mpt_causal_lm", "d_model": 16, "n_heads": 2, "n_layers": 1, "max_seq_len": 64},
-    "optimizer": {"name": "decoupled_adamw", "lr": 1.0e-3},
-    "eval_loader": {"name": "text", "dataset": {"local": "x", "split": "val", "max_seq_len": 64}},
-    "scheduler": {"name": "warmup_stable_decay", "t_warmup": "10ba"},
-}
+BASE: dict[str, Any] = tiny_train_config(callbacks=None)
 PYTHON = re.compile(r"\b\w+Error\b|Traceback|\blist\[|\.float\b|\bint\]|expected\s+or\b|expected\s*$|expected\s*;")
 
 

@@ -27,17 +27,9 @@ from foundry_ext.config.durations import parse
 from foundry_ext.config.errors import ConfigError
 from foundry_ext.config.train_yaml import RunClock
 from foundry_ext.schedules.run_lr import run_lr_findings
+from tests.support.configs import tiny_train_config
 
-BASE: dict[str, Any] = {
-    "max_duration": "40ba",
-    "global_train_batch_size": 4,
-    "max_seq_len": 64,
-    "model": {"name": "mpt_causal_lm", "d_model": 16, "n_heads": 2, "n_layers": 1, "max_seq_len": 64},
-    "optimizer": {"name": "decoupled_adamw", "lr": 1.0e-3},
-    "eval_loader": {"name": "text", "dataset": {"local": "x", "split": "val", "max_seq_len": 64}},
-    "scheduler": {"name": "warmup_stable_decay", "t_warmup": "10ba"},
-    "callbacks": {"lr_monitor": {}},
-}
+BASE: dict[str, Any] = tiny_train_config()
 TRAIN_LOSS = {"name": "reduce_lr_on_plateau", "monitor": "loss/train/total"}
 
 # id -> (changes to BASE, the field named, a fragment of the line, "error" or "warning")

@@ -28,6 +28,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from foundry_ext._process import pid_alive
+
 __all__ = ["LOCK_FILE", "OWNER_FILE", "FolderBusy", "FolderUnwritable", "Ownership"]
 
 OWNER_FILE = ".foundry-ext-owner.json"
@@ -106,7 +108,7 @@ class Ownership:
             same_host = record.get("host") == socket.gethostname()
             if same_host and locked:  # the lock is exact on one machine: its holder is gone
                 takeover = f"its lock was released (the process is gone; last heartbeat {age:.0f} s ago)"
-            elif same_host and locked is None and not _alive(record.get("pid")):
+            elif same_host and locked is None and not pid_alive(record.get("pid")):
                 takeover = f"its process is gone (last heartbeat {age:.0f} s ago)"
             elif age < self.stale_after:
                 self.release()
@@ -188,15 +190,3 @@ class Ownership:
         tmp = self.record_path.with_name(f"{OWNER_FILE}.{self.token}.tmp")
         tmp.write_text(json.dumps(record))
         os.replace(tmp, self.record_path)  # a reader sees the old record or the new one, never half of one
-
-
-def _alive(pid: Any) -> bool:
-    if type(pid) is not int or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
