@@ -50,7 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--rule",
         default=None,
         metavar="RULE",
-        help="the rule to suggest with: minimum (default, see docs/cli.md), valley, steepest, steepest_linear",
+        help="the rule to suggest with: minimum (default, see docs/cli.md), valley, steepest, steepest_linear, middle",
     )
 
 
@@ -170,6 +170,9 @@ def _run(
                 for name, r in result.suggestions.items()
             )
         )
+        low, high = result.suggested_range
+        if low is not None and high is not None:
+            print(f"range from steepest to minimum: {low:.3e} .. {high:.3e} (middle is its geometric middle)")
         size = render_png(args.out, result, f"{args.config} {' '.join(args.overrides)}".strip(), yaml_lr)
         written = [f"{args.out} ({size[0]}x{size[1]} px)"]
         if args.csv:

@@ -51,6 +51,8 @@ __all__ = [
     "DEFAULT_RULE",
     "RULES",
     "RuleResult",
+    "middle",
+    "middle_range",
     "minimum",
     "should_stop",
     "smooth",
@@ -176,7 +178,28 @@ def valley(lrs: Sequence[float], smoothed: Sequence[float], batches: int, skip_e
     return RuleResult(float(lrs[best]), best)
 
 
-RULES = ("minimum", "valley", "steepest", "steepest_linear")
+def middle(lrs: Sequence[float], smoothed: Sequence[float], batches: int) -> RuleResult:
+    r"""The geometric middle of ``steepest`` and ``minimum``: :math:`\sqrt{lr_{steepest} \cdot lr_{minimum}}`.
+
+    ``steepest`` marks where the loss falls fastest, ``minimum`` (a tenth of the LR at the lowest loss) lies
+    above or below it depending on the curve; their middle is the centre, on a log scale, of the range they span
+    (:func:`middle_range`). ``batch`` is None: the rule reads two points, not one.
+    """
+    low, high = middle_range(lrs, smoothed, batches)
+    if low is None or high is None:
+        return RuleResult(None, None)
+    return RuleResult(math.sqrt(low * high), None)
+
+
+def middle_range(lrs: Sequence[float], smoothed: Sequence[float], batches: int) -> tuple[float | None, float | None]:
+    """The range ``middle`` is the centre of: ``steepest``'s and ``minimum``'s LRs, the lower first."""
+    a, b = steepest(lrs, smoothed).lr, minimum(lrs, smoothed, batches).lr
+    if a is None or b is None:
+        return None, None
+    return min(a, b), max(a, b)
+
+
+RULES = ("minimum", "valley", "steepest", "steepest_linear", "middle")
 
 
 def suggest_all(lrs: Sequence[float], smoothed: Sequence[float], batches: int) -> dict[str, RuleResult]:
@@ -189,4 +212,5 @@ def suggest_all(lrs: Sequence[float], smoothed: Sequence[float], batches: int) -
         "valley": valley(lrs, smoothed, batches),
         "steepest": steepest(lrs, smoothed),
         "steepest_linear": steepest_linear(lrs, smoothed),
+        "middle": middle(lrs, smoothed, batches),
     }

@@ -126,6 +126,12 @@ class LRFindResult:
         return self.suggestions[self.rule].lr
 
     @property
+    def suggested_range(self) -> tuple[float | None, float | None]:
+        """The LRs of ``steepest`` and ``minimum``, the lower first: the range whose geometric middle ``middle`` is."""
+        a, b = self.suggestions["steepest"].lr, self.suggestions["minimum"].lr
+        return (None, None) if a is None or b is None else (min(a, b), max(a, b))
+
+    @property
     def min_loss_batch(self) -> int | None:
         finite = [i for i, s in enumerate(self.smoothed) if math.isfinite(s)]
         return min(finite, key=lambda i: self.smoothed[i]) if finite else None
@@ -141,6 +147,7 @@ class LRFindResult:
         i = self.min_loss_batch
         return {
             "suggested_lr": self.suggested_lr,
+            "suggested_range": list(self.suggested_range),
             "rule": self.rule,
             "reading": self.reading,
             "suggestions": {name: asdict(r) for name, r in self.suggestions.items()},
