@@ -261,3 +261,16 @@ def test_middle_without_both_rules_says_none() -> None:
     lrs, smoothed = _ramp_lrs(11), [5.0 - 0.1 * i for i in range(11)]
     assert middle(lrs, smoothed, batches=11).lr is None
     assert middle_range(lrs, smoothed, batches=11) == (None, None)
+
+
+def test_benchmark_quick_runs_end_to_end(bench: Any, tmp_path: Path) -> None:
+    """bench/bench_lr_find.py --quick (one cell, 30-batch runs): the plumbing, not the figures."""
+    out = io.StringIO()
+    argv = ["--quick", "--data", str(tmp_path / "corpora"), "--cache", str(tmp_path / "cache.json")]
+    with contextlib.redirect_stdout(out):
+        assert bench.bench_lr_find.main([*argv, "--jobs", "1"]) == 0
+    text = out.getvalue()
+    assert "### Leave-one-corpus-out" in text and "| copy/xs/b8 |" in text
+    with contextlib.redirect_stdout(io.StringIO()) as again:  # everything is in the cache now: nothing trains
+        assert bench.bench_lr_find.main([*argv, "--no-run"]) == 0
+    assert "PARTIAL" not in again.getvalue() and "| copy/xs/b8 |" in again.getvalue()
