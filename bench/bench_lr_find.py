@@ -1,337 +1,606 @@
-"""Does ``foundry-ext lr-find`` suggest a good LR? A sweep of constant LRs against every rule's suggestion.
+"""Does ``foundry-ext lr-find``'s suggestion hold on data and models it was not tuned on? Leave-one-corpus-out.
 
-Run: ``.venv/bin/python bench/bench_lr_find.py`` (about 30 minutes on 2 CPU cores; ``--quick`` to smoke).
+Run: ``.venv/bin/python bench/bench_lr_find.py --cache /tmp/lrf/cache.json --json /tmp/lrf/bench.json`` (about
+28 minutes on 2 idle cores; ``--jobs 2`` processes by default; ``--quick`` to smoke).
 
-For each model size (``small``: ``yamls/tiny-wsd.yaml``'s MPT, d_model 64, 2 layers; ``medium``: d_model 128,
-4 layers; ``large``: d_model 256, 4 layers, only with ``--sizes``), on the demo corpus:
+Cells: 4 corpora (``bench/corpora.py``: grammar, arithmetic, copy, zipf; 64-token rows) x 2 model sizes (MPT,
+``xs``: d_model 32, 2 layers; ``s``: d_model 64, 2 layers) x 2 batch sizes (8 and 32 rows). In every cell:
 
-1. the range test (:func:`foundry_ext.lr_find.lr_find`, what ``foundry-ext lr-find`` runs), ``--find-batches``
-   batches from 1e-7 to 1.0, once per ``--find-seeds`` seed; every rule's suggestion is computed from each
-   recorded curve for every smoothing factor of ``--betas`` (the rules only read the curve, so one run serves all);
-2. the config is trained with a constant LR (``scheduler: {name: constant}``, no warmup) for ``--batches`` batches
-   at each LR of ``--lrs`` and at each suggestion of the first seed, all with seed 17 (same initialisation, same
-   data order); a run's score is its eval cross-entropy on the whole validation split after the last batch.
+1. the range test, :func:`foundry_ext.lr_find.lr_find` (what ``foundry-ext lr-find`` runs: llm-foundry's
+   ``train()``, 100 batches, 1e-7 -> 1.0), once per range-test seed (``variables.global_seed`` 17, 18, 19: model
+   initialisation and data order); the raw curve is kept, and every candidate (rule x reading x smoothing) is
+   computed from it afterwards (the rules only read the curve);
+2. the ground truth: constant LRs on a half-decade grid from 1e-3 to 0.1 (one more half decade outward while the
+   best is at an end), then the quarter decades either side of the best, 200 batches each, no warmup, for each
+   sweep seed 17, 18, 19 (model initialisation and data order; ``bench/lr_sweep.py``: the runs of one seed share
+   the initial model and the batches, one loop); a run's score is its eval cross-entropy on the whole val split
+   after the last batch, and an LR's score the mean over the sweep seeds.
 
-A suggestion passes if its score is within the sweep's best two LRs' range: at most the second-best sweep score.
-Output: per size, the sweep and a table of every (rule, beta) with its suggestion, score and verdict, then the
-(rule, beta) pairs that pass at every size; the plot (``--plot``, default ``docs/img/lr-find-bench.png``).
-Training runs are deterministic on CPU: ``--cache FILE`` keeps their scores, so a rerun trains only new LRs.
+A suggestion's loss is read off the sweep, linearly in ``log10(lr)`` between the two grid LRs around it
+(clamped at the grid's ends; a diverged neighbour makes it infinite); its **regret** is that minus the best score
+of the grid. It **passes** if that loss is at most the second-best score among the sweep's half-decade LRs
+(1e-3, 3.16e-3, 1e-2, ...): "within the sweep's best two" at the resolution the issue asks for. Its **position**
+is its distance from the best grid LR in decades (+ = above). The chosen candidate's own suggestions are then
+also trained (same loop, every sweep seed), and pass or fail on their trained mean loss.
+
+Leave-one-corpus-out: for each corpus, the candidate is chosen on the other three corpora's cells only (fewest
+failures over their cells x seeds, then the lowest mean regret, then the lowest worst regret) and judged on the
+held-out corpus. Runs are deterministic on CPU: ``--cache FILE`` keeps every finished unit (range test or
+sweep), so an interrupted or repeated run only computes what is missing.
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures as cf
 import json
 import math
+import multiprocessing
+import os
+import statistics
 import sys
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common
+import corpora
 
+CORPORA = list(corpora.CORPORA)
 SIZES: dict[str, dict[str, Any]] = {
-    "small": {"model.d_model": 64, "model.n_layers": 2},
-    "medium": {"model.d_model": 128, "model.n_layers": 4},
-    "large": {"model.d_model": 256, "model.n_layers": 4},
+    "xs": {"model.d_model": 32, "model.n_layers": 2},
+    "s": {"model.d_model": 64, "model.n_layers": 2},
 }
-SWEEP = [1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1]
-BETAS = [0.98, 0.9, 0.8]
-CONSTANT = {"name": "constant"}
-SEED = 17
+BATCH_SIZES = [8, 32]
+GRID = [10 ** (k / 2) for k in range(-6, -1)]  # 1e-3 ... 0.1, half decades; extended while the best is at an end
+BETAS = [0.98, 0.9, 0.8, 0.6]
+READINGS = ("lag-matched", "batch-lr")
+FIND_SEEDS = [17, 18, 19]
+SWEEP_SEEDS = [17, 18, 19]
+PREVIOUS_DEFAULT = ("minimum", "lag-matched", 0.8)  # chosen on the demo corpus alone, before this benchmark
+SWEEP_BATCHES = 200
+FIND_BATCHES = 100
+DATA_ROOT = Path(os.environ.get("FOUNDRY_EXT_BENCH_CORPORA", "/tmp/foundry-ext-bench-corpora"))
 
 
-def config(data: Path, size: str, batches: int, lr: float, seed: int = SEED) -> Any:
-    return _common.make_config(
-        data,
-        CONSTANT,
-        max_duration=f"{batches}ba",
-        eval_interval=f"{batches}ba",
-        eval_subset_num_batches=-1,
-        **{"optimizer.lr": lr, "variables.global_seed": seed, **SIZES[size]},
-    )
+@dataclass(frozen=True)
+class Cell:
+    corpus: str
+    size: str
+    batch_size: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.corpus}/{self.size}/b{self.batch_size}"
 
 
-def final_loss(data: Path, size: str, batches: int, lr: float) -> tuple[float, float]:
-    """Train a constant ``lr``; the eval cross-entropy after the last batch (nan if it diverged) and the seconds."""
-    start = time.perf_counter()
-    rec = _common.run(config(data, size, batches, lr))
-    seconds = time.perf_counter() - start
-    final = rec.evals[-1] if rec.evals else (None, math.nan)
-    assert final[0] in (None, batches), f"last evaluation at batch {final[0]}, not {batches}"
-    return float(final[1]), seconds
-
-
-def range_test(data: Path, size: str, batches: int, find_batches: int, seed: int) -> Any:
+def config(data_root: Path, cell: Cell, lr: float, seed: int) -> dict[str, Any]:
+    """``tiny-wsd.yaml`` on the cell's corpus, size and batch size, constant LR ``lr``, resolved to plain dicts."""
     from omegaconf import OmegaConf as om
 
-    from foundry_ext.lr_find import lr_find
+    cfg = _common.make_config(
+        data_root / cell.corpus,
+        {"name": "constant"},
+        **{
+            "optimizer.lr": lr,
+            "variables.global_seed": seed,
+            "variables.max_seq_len": corpora.SEQ_LEN,
+            "global_train_batch_size": cell.batch_size,
+            "device_train_microbatch_size": cell.batch_size,
+            **SIZES[cell.size],
+        },
+    )
+    for key in ("eval_loader", "eval_interval", "eval_subset_num_batches", "callbacks"):
+        cfg.pop(key, None)
+    return om.to_container(cfg, resolve=True)  # type: ignore[return-value]
 
-    cfg = om.to_container(config(data, size, batches, 1e-3, seed), resolve=True)
-    for attempt in range(3):
-        try:
-            return lr_find(cfg, lr_min=1e-7, lr_max=1.0, batches=find_batches, progress=False)
-        except FileExistsError as err:  # StreamingDataset's /dev/shm name race with another job: see _common.run
-            if attempt == 2:
-                raise
-            print(f"bench: retrying a range test after a shared-memory name clash ({err})", file=sys.stderr)
-    raise AssertionError("unreachable")
+
+# ---------------------------------------------------------------------------------------------------------------
+# Work units, run in worker processes (one torch thread each)
+
+
+def _init_worker() -> None:
+    import torch
+
+    torch.set_num_threads(1)
+
+
+def unit_cell(data_root: str, cell: Cell, seeds: list[int], find_batches: int, lrs: dict[int, list[float]],
+              batches: int) -> dict[str, Any]:  # fmt: skip
+    """The cell's missing range tests (one per seed) and constant-LR runs (per sweep seed), in the shared loop."""
+    import lr_sweep
+
+    cfg = config(Path(data_root), cell, 1e-3, SWEEP_SEEDS[0])
+    finds = {seed: lr_sweep.range_test(cfg, seed, batches=find_batches) for seed in seeds}
+    scores, seconds = {}, {}
+    for seed, mine in lrs.items():
+        if mine:
+            start = time.perf_counter()
+            scores[seed] = lr_sweep.sweep(cfg, mine, batches, seed)
+            seconds[seed] = time.perf_counter() - start
+    return {"finds": finds, "scores": scores, "seconds": seconds}
+
+
+class Cache:
+    """Finished units by key; written after each one."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.data: dict[str, Any] = json.loads(path.read_text()) if path and path.exists() else {}
+
+    def put(self, key: str, value: Any) -> None:
+        self.data[key] = value
+        if self.path:
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(self.data))
+            os.replace(tmp, self.path)
+
+
+def find_key(cell: Cell, seed: int, batches: int) -> str:
+    return f"loopfind|{cell.name}|{seed}|{batches}"
+
+
+def sweep_key(cell: Cell, lr: float, batches: int, seed: int) -> str:
+    return f"sweep|{cell.name}|{lr!r}|{batches}|{seed}"
+
+
+def complete(args: argparse.Namespace, cache: Cache, cell: Cell) -> bool:
+    """Whether ``cache`` has the cell's whole grid and every range-test seed."""
+    return all(
+        sweep_key(cell, lr, args.batches, seed) in cache.data for lr in args.grid for seed in args.sweep_seeds
+    ) and all(find_key(cell, seed, args.find_batches) in cache.data for seed in args.find_seeds)
+
+
+def run_units(args: argparse.Namespace, cache: Cache, cells: list[Cell], extra: dict[Cell, list[float]]) -> None:
+    """Compute every missing range test and sweep LR (``extra``: more LRs per cell), one unit per cell, ``--jobs``
+    at once."""
+    jobs = []
+    for cell in cells:
+        cost = (1 if cell.size == "xs" else 1.4) * (1 if cell.batch_size == 8 else 2.7)
+        wanted = {*args.grid, *extra.get(cell, [])}
+        lrs = {
+            seed: sorted(lr for lr in wanted if sweep_key(cell, lr, args.batches, seed) not in cache.data)
+            for seed in args.sweep_seeds
+        }
+        seeds = [s for s in args.find_seeds if find_key(cell, s, args.find_batches) not in cache.data]
+        n_runs = sum(map(len, lrs.values()))
+        if n_runs or seeds:
+            jobs.append((cost * (n_runs * 2 + len(seeds)), cell, seeds, lrs))
+    # the cheap cells of every corpus first (a run cut short leaves every corpus at some sizes)
+    jobs.sort(key=lambda j: (j[1].size == "s", j[1].batch_size, CORPORA.index(j[1].corpus)))
+    if not jobs:
+        return
+    print(f"bench: {len(jobs)} cells to run on {args.jobs} processes", file=sys.stderr, flush=True)
+    context = multiprocessing.get_context("spawn")
+    with cf.ProcessPoolExecutor(args.jobs, mp_context=context, initializer=_init_worker) as pool:
+        futures = {
+            pool.submit(unit_cell, str(args.data), cell, seeds, args.find_batches, lrs, args.batches): cell
+            for _, cell, seeds, lrs in jobs
+        }
+        for done, future in enumerate(cf.as_completed(futures), 1):
+            cell, value = futures[future], future.result()
+            for seed, found in value["finds"].items():
+                cache.put(find_key(cell, seed, args.find_batches), found)
+            for seed, scores in value["scores"].items():
+                for lr, score in scores.items():
+                    cache.put(sweep_key(cell, lr, args.batches, seed), score)
+                cache.put(f"seconds|sweep|{cell.name}|{min(scores)!r}|{args.batches}|{len(scores)}|{seed}",
+                          value["seconds"][seed])  # fmt: skip
+            finds = ", ".join(f"{f['batches_run']} in {f['seconds']:.0f} s" for f in value["finds"].values())
+            runs = sum(map(len, value["scores"].values()))
+            print(f"bench: [{done}/{len(jobs)}] {cell.name}: range tests ({finds or '-'}); {runs} constant-LR runs "
+                  f"in {sum(value['seconds'].values()):.0f} s", file=sys.stderr, flush=True)  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Candidates: rule x reading x beta, each a function of a recorded curve
+
+
+def rule_values(lrs: list[float], losses: list[float], beta: float, reading: str, batches: int) -> dict[str, Any]:
+    """Every candidate rule's suggestion on one curve, one smoothing factor and one reading."""
+    from foundry_ext.lr_find.rules import smooth, smooth_lr, suggest_all
+
+    xs = smooth_lr(lrs, beta) if reading == "lag-matched" else lrs
+    found = suggest_all(xs, smooth(losses, beta), batches)
+    out: dict[str, float | None] = {name: r.lr for name, r in found.items()}
+    steep, low = out["steepest"], out["minimum"]
+    # bench-only variants of `minimum` (a smaller fraction of the LR at the minimum)
+    for k in (20, 30):
+        out[f"minimum/{k}"] = None if low is None else low * 10 / k
+    out["min(steepest,minimum)"] = None if steep is None or low is None else min(steep, low)
+    # the geometric middle of the two (tried as a combination of steepest descent and minimum; not in the tool)
+    out["middle"] = None if steep is None or low is None else math.sqrt(steep * low)
+    return out
 
 
 Key = tuple[str, str, float]  # (rule, reading, beta)
 
 
-def suggestions(found: Any, betas: list[float], batches: int) -> dict[Key, float | None]:
-    """(rule, reading, beta) -> suggested LR: every rule, in both readings, on the curve smoothed with each beta."""
-    from foundry_ext.lr_find import RULES, smooth, suggest_all
-    from foundry_ext.lr_find.rules import smooth_lr
-
+def all_suggestions(curve: dict[str, Any], betas: Sequence[float], batches: int) -> dict[Key, float | None]:
     out: dict[Key, float | None] = {}
-    for rule in RULES:
-        for reading in ("lag-matched", "batch-lr"):
-            for beta in betas:
-                xs = smooth_lr(found.lrs, beta) if reading == "lag-matched" else found.lrs
-                out[(rule, reading, beta)] = suggest_all(xs, smooth(found.losses, beta), batches)[rule].lr
+    for reading in READINGS:
+        for beta in betas:
+            for rule, lr in rule_values(curve["lrs"], curve["losses"], beta, reading, batches).items():
+                out[(rule, reading, beta)] = lr
     return out
 
 
-class Cache:
-    """Scores of finished training runs, by (size, lr, batches): the runs are deterministic."""
-
-    def __init__(self, path: Path | None) -> None:
-        self.path = path
-        self.data: dict[str, float] = json.loads(path.read_text()) if path and path.exists() else {}
-
-    def get(self, size: str, lr: float, batches: int) -> float | None:
-        return self.data.get(f"{size}|{lr!r}|{batches}")
-
-    def put(self, size: str, lr: float, batches: int, loss: float) -> None:
-        self.data[f"{size}|{lr!r}|{batches}"] = loss
-        if self.path:
-            self.path.write_text(json.dumps(self.data, indent=1))
+# ---------------------------------------------------------------------------------------------------------------
+# Scoring against the sweep
 
 
-def run_size(args: argparse.Namespace, data: Path, size: str, cache: Cache) -> dict[str, Any]:
-    from foundry_ext.lr_find import DEFAULT_BETA, DEFAULT_RULE
-    from foundry_ext.lr_find.runner import READINGS
-
-    found, by_seed = None, {}
-    for seed in args.find_seeds:
-        result = range_test(data, size, args.batches, args.find_batches, seed)
-        found = found or result
-        by_seed[seed] = suggestions(result, args.betas, args.find_batches)
-        print(f"{size}: range test seed {seed}: {result.batches_run} batches in {result.seconds:.0f} s",
-              file=sys.stderr, flush=True)  # fmt: skip
-    first = by_seed[args.find_seeds[0]]
-    default = (DEFAULT_RULE, READINGS[0], DEFAULT_BETA)
-    every_seed = [by_seed[s][default] for s in args.find_seeds]  # the tool's answer is also trained for each seed
-    to_train = [*args.lrs, *(lr for lr in [*first.values(), *every_seed] if lr is not None)]
-    losses: dict[float, float] = {}
-    seconds, trained = 0.0, 0
-    for lr in to_train:
-        if lr in losses:
-            continue
-        cached = cache.get(size, lr, args.batches)
-        if cached is not None:
-            losses[lr] = cached
-            continue
-        losses[lr], s = final_loss(data, size, args.batches, lr)
-        cache.put(size, lr, args.batches, losses[lr])
-        seconds, trained = seconds + s, trained + 1
-        print(f"{size}: lr {lr:.3g}: final eval CE {losses[lr]:.4f} ({s:.0f} s)", file=sys.stderr, flush=True)
-    assert found is not None
-    return {
-        "size": size,
-        "default": default,
-        "by_seed": by_seed,
-        "find_seconds": found.seconds,
-        "find_batches_run": found.batches_run,
-        "stopped_early": found.stopped_early,
-        "sweep": {lr: losses[lr] for lr in args.lrs},
-        "losses": losses,
-        "train_seconds": seconds,
-        "trained": trained,
-        "curve": {"lrs": found.lrs, "losses": found.losses},
-    }
+def _finite(v: float) -> float:
+    return v if v is not None and math.isfinite(v) else math.inf
 
 
-def _score(value: float) -> float:
-    return value if math.isfinite(value) else math.inf
+class Sweep:
+    """One cell's scores: best, pass threshold, interpolated loss and position of any LR.
 
+    ``grid``: the half-decade LRs; ``refined``: the quarter-decade LRs on either side of the grid's best (the
+    sweep is both); ``trained``: every LR trained in this cell (the sweep and trained suggestions), all used to
+    interpolate.
+    """
 
-def _threshold(res: dict[str, Any]) -> tuple[tuple[float, float], tuple[float, float]]:
-    ranked = sorted(res["sweep"].items(), key=lambda kv: _score(kv[1]))
-    return ranked[0], ranked[1]
+    def __init__(self, trained: dict[float, float], per_seed: dict[float, dict[int, float]] | None = None) -> None:
+        self.trained = {lr: _finite(v) for lr, v in sorted(trained.items())}
+        self.per_seed = per_seed or {}
+        self.grid = [lr for lr in self.trained if _is_half_decade(lr)]
+        ranked = sorted(self.grid, key=lambda lr: self.trained[lr])
+        self.half_best = ranked[:2]
+        self.threshold = self.trained[ranked[1]]
+        self.refined = [lr for lr in refinement(ranked[0]) if lr in self.trained]
+        self.sweep = sorted([*self.grid, *self.refined])
+        self.best_lr = min(self.sweep, key=lambda lr: self.trained[lr])
+        self.best = self.trained[self.best_lr]
 
+    def loss(self, lr: float | None) -> float:
+        """Interpolated score at ``lr``, linear in log10 lr between trained LRs; clamped at the sweep's ends."""
+        if lr is None:
+            return math.inf
+        if lr in self.trained:
+            return self.trained[lr]
+        points = [p for p in self.trained if self.sweep[0] <= p <= self.sweep[-1]]
+        x, xs = math.log10(lr), [math.log10(p) for p in points]
+        if x <= xs[0]:
+            return self.trained[points[0]]
+        if x >= xs[-1]:
+            return self.trained[points[-1]]
+        i = next(i for i in range(len(xs) - 1) if xs[i] <= x <= xs[i + 1])
+        a, b = self.trained[points[i]], self.trained[points[i + 1]]
+        if not (math.isfinite(a) and math.isfinite(b)):
+            return math.inf
+        return a + (x - xs[i]) / (xs[i + 1] - xs[i]) * (b - a)
 
-def passes(res: dict[str, Any], lr: float | None) -> bool:
-    if lr is None:
-        return False
-    (_, _), (_, second) = _threshold(res)
-    return _score(res["losses"][lr]) <= second
-
-
-def report(results: list[dict[str, Any]], args: argparse.Namespace) -> str:
-    seeds = args.find_seeds
-    lines = [
-        f"Constant LR, no warmup, {args.batches} batches of 16 x 128 tokens, seed {SEED} for every training run; "
-        f"score = eval cross-entropy (nats/token) on the whole validation split after the last batch. Range test: "
-        f"{args.find_batches} batches, lr 1e-7 -> 1.0, seeds {', '.join(map(str, seeds))}: the first seed's "
-        f"suggestions are trained, the others show how far a suggestion moves with the seed.",
-    ]
-    for res in results:
-        (best_lr, best), (second_lr, second) = _threshold(res)
-        lines += [
-            "",
-            f"**{res['size']}** ({', '.join(f'{k} {v}' for k, v in SIZES[res['size']].items())}): range test "
-            f"{res['find_batches_run']} batches{' (stopped early)' if res['stopped_early'] else ''} in "
-            f"{res['find_seconds']:.0f} s; {res['trained']} training runs here ({res['train_seconds'] / 60:.1f} min), "
-            f"{len(res['losses']) - res['trained']} from the cache.",
-            "",
-            "| sweep LR | " + " | ".join(f"{lr:g}" for lr in res["sweep"]) + " |",
-            "|---|" + "---:|" * len(res["sweep"]),
-            "| final eval CE | "
-            + " | ".join(f"{v:.4f}" if math.isfinite(v) else "diverged" for v in res["sweep"].values())
-            + " |",
-            "",
-            f"Best {best_lr:g} ({best:.4f}), second {second_lr:g} ({second:.4f}): a suggestion passes if its score is "
-            f"<= {second:.4f}.",
+    def noise(self) -> float:
+        """The median over the finite half-decade LRs of the standard deviation of their score over seeds."""
+        sds = [
+            statistics.stdev(self.per_seed[lr].values())
+            for lr in self.grid
+            if len(self.per_seed.get(lr, {})) > 1 and math.isfinite(self.trained[lr])
         ]
-    head = " | ".join(f"{r['size']}: LR (seed {seeds[0]}) | CE | pass" for r in results)
-    lines += [
-        "",
-        f"Every rule, reading and smoothing factor (bold: the tool's default); LRs of seeds "
-        f"{', '.join(map(str, seeds[1:]))} in brackets:"
-        if seeds[1:]
-        else "Every rule, reading and beta:",
-        "",
-        f"| rule | reading | beta | {head} | passes at every size |",
-        "|---|---|---:|" + "---:|---:|---|" * len(results) + "---|",
-    ]
-    keys = list(results[0]["by_seed"][seeds[0]])
-    for key in keys:
-        rule, reading, beta = key
-        cells = []
-        for res in results:
-            lr = res["by_seed"][seeds[0]][key]
-            others = [res["by_seed"][s][key] for s in seeds[1:]]
-            other_text = " (" + ", ".join("-" if o is None else f"{o:.2g}" for o in others) + ")" if others else ""
-            if lr is None:
-                cells.append(f"-{other_text} | - | no")
-                continue
-            loss = res["losses"][lr]
-            loss_text = f"{loss:.4f}" if math.isfinite(loss) else "diverged"
-            cells.append(f"{lr:.3g}{other_text} | {loss_text} | {'yes' if passes(res, lr) else 'no'}")
-        everywhere = all(passes(r, r["by_seed"][seeds[0]][key]) for r in results)
-        label = f"**{rule}**" if key == tuple(results[0]["default"]) else rule
-        lines.append(f"| {label} | {reading} | {beta:g} | {' | '.join(cells)} | {'**yes**' if everywhere else 'no'} |")
-    rule, reading, beta = results[0]["default"]
-    lines += ["", f"The tool's default ({rule}, {reading}, beta {beta:g}) at every range-test seed, trained:", ""]
-    for res in results:
-        runs = []
+        return statistics.median(sds) if sds else math.nan
+
+    def passes(self, lr: float | None) -> bool:
+        return self.loss(lr) <= self.threshold
+
+    def position(self, lr: float | None) -> float:
+        return math.nan if lr is None else math.log10(lr / self.best_lr)
+
+
+def _is_half_decade(lr: float) -> bool:
+    return abs(math.log10(lr) * 2 - round(math.log10(lr) * 2)) < 1e-9
+
+
+def extension(sweep: Sweep) -> list[float]:
+    """The next half-decade LR outward when the grid's best is at its end (the optimum may lie beyond)."""
+    best = sweep.half_best[0]
+    if best == sweep.grid[0]:
+        return [best / 10**0.5]
+    if best == sweep.grid[-1]:
+        return [best * 10**0.5]
+    return []
+
+
+def refinement(best: float) -> list[float]:
+    """The quarter-decade LRs next to the half-decade grid's best."""
+    return [best / 10**0.25, best * 10**0.25]
+
+
+@dataclass
+class Instance:
+    """One suggestion: a cell, a range-test seed, a candidate; its LR and how it scores."""
+
+    cell: Cell
+    seed: int
+    key: Key
+    lr: float | None
+    loss: float
+    regret: float
+    passes: bool
+    position: float
+
+
+def instances(cells: list[Cell], sweeps: dict[Cell, Sweep], sugg: dict[tuple[Cell, int], dict[Key, Any]],
+              seeds: list[int]) -> dict[Key, list[Instance]]:  # fmt: skip
+    out: dict[Key, list[Instance]] = {}
+    for cell in cells:
+        sweep = sweeps[cell]
         for seed in seeds:
-            lr = res["by_seed"][seed][tuple(res["default"])]
-            if lr is None:
-                runs.append(f"seed {seed}: no suggestion")
-                continue
-            loss = res["losses"][lr]
-            runs.append(f"seed {seed}: {lr:.3g} -> {loss:.4f} ({'passes' if passes(res, lr) else 'misses'})")
-        lines.append(f"- {res['size']}: " + "; ".join(runs))
+            for key, lr in sugg[(cell, seed)].items():
+                loss = sweep.loss(lr)
+                out.setdefault(key, []).append(
+                    Instance(cell, seed, key, lr, loss, loss - sweep.best, sweep.passes(lr), sweep.position(lr))
+                )
+    return out
+
+
+def choose(insts: dict[Key, list[Instance]], corpora_in: set[str]) -> tuple[Key, tuple[int, float, float]]:
+    """The candidate with the fewest failures on ``corpora_in``'s instances, then lowest mean, then worst regret."""
+
+    def score(key: Key) -> tuple[int, float, float]:
+        mine = [i for i in insts[key] if i.cell.corpus in corpora_in]
+        regrets = [min(i.regret, 10.0) for i in mine]
+        return (sum(not i.passes for i in mine), statistics.fmean(regrets), max(regrets))
+
+    best = min(insts, key=lambda k: (score(k), k))
+    return best, score(best)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Report
+
+
+def _fmt_loss(v: float) -> str:
+    return f"{v:.3f}" if math.isfinite(v) else "div."
+
+
+def _label(key: Key) -> str:
+    rule, reading, beta = key
+    return f"{rule}, {reading}, beta {beta:g}"
+
+
+def analyse(args: argparse.Namespace, cache: Cache, cells: list[Cell]) -> dict[str, Any]:
+    sweeps: dict[Cell, Sweep] = {}
+    for cell in cells:
+        per_seed: dict[float, dict[int, float]] = {}
+        for key, v in cache.data.items():
+            parts = key.split("|")
+            if parts[0] == "sweep" and parts[1] == cell.name and int(parts[3]) == args.batches:
+                per_seed.setdefault(float(parts[2]), {})[int(parts[4])] = _finite(v)
+        # an LR's score is its mean over the sweep seeds (infinite if any seed diverged)
+        trained = {
+            lr: statistics.fmean(by_seed[s] for s in args.sweep_seeds)
+            for lr, by_seed in per_seed.items()
+            if all(s in by_seed for s in args.sweep_seeds)
+        }
+        sweeps[cell] = Sweep(trained, {lr: per_seed[lr] for lr in trained})
+    sugg = {
+        (cell, seed): all_suggestions(cache.data[find_key(cell, seed, n)], args.betas, n)
+        for n in [args.find_batches]
+        for cell in cells
+        for seed in args.find_seeds
+    }
+    insts = instances(cells, sweeps, sugg, args.find_seeds)
+    present = sorted({c.corpus for c in cells}, key=CORPORA.index)
+    folds = {}
+    for held in present:
+        key, score = choose(insts, set(present) - {held}) if len(present) > 1 else choose(insts, {held})
+        folds[held] = {"key": key, "train_score": score}
+    overall, overall_score = choose(insts, set(present))
+    return {"sweeps": sweeps, "sugg": sugg, "insts": insts, "folds": folds, "overall": overall,
+            "overall_score": overall_score, "present": present}  # fmt: skip
+
+
+def report(args: argparse.Namespace, cache: Cache, cells: list[Cell], res: dict[str, Any]) -> str:
+    sweeps, insts, folds, present = res["sweeps"], res["insts"], res["folds"], res["present"]
+    seeds = args.find_seeds
+    columns = sorted({lr for cell in cells for lr in sweeps[cell].grid})
+    lines = [
+        f"Cells: {', '.join(present)} x sizes {', '.join(sorted({c.size for c in cells}))} x batch sizes "
+        f"{', '.join(str(b) for b in sorted({c.batch_size for c in cells}))} (rows of {corpora.SEQ_LEN} tokens). "
+        f"Sweep: constant LRs {args.grid[0]:.3g}-{args.grid[-1]:.3g} (half decades; one more outward while the "
+        f"best is at an end) and the quarter decades either side of the best, "
+        f"{args.batches} batches, seeds {', '.join(map(str, args.sweep_seeds))} (a score is the mean over them). "
+        f"Range test: {args.find_batches} batches, 1e-7 -> 1, seeds "
+        f"{', '.join(map(str, seeds))}. Candidates: {len(insts)} (rule x reading x beta "
+        f"{', '.join(map(str, args.betas))}).",
+        "",
+        "### Sweeps (final eval cross-entropy, mean over the sweep seeds; the best half-decade pair in bold; div. = "
+        "diverged; noise: the median over the finite half-decade LRs of the standard deviation over seeds)",
+        "",
+        "| cell | " + " | ".join(f"{lr:.2g}" for lr in columns) + " | refined: LR (CE) | best | pass if <= | noise |",
+        "|---|" + "---:|" * len(columns) + "---|---:|---:|---:|",
+    ]
+    for cell in cells:
+        s = sweeps[cell]
+        vals = [
+            "-" if lr not in s.trained else f"**{_fmt_loss(s.trained[lr])}**" if lr in s.half_best
+            else _fmt_loss(s.trained[lr]) for lr in columns
+        ]  # fmt: skip
+        refined = ", ".join(f"{lr:.2g} ({_fmt_loss(s.trained[lr])})" for lr in s.refined) or "-"
+        lines.append(f"| {cell.name} | {' | '.join(vals)} | {refined} | {s.best_lr:.2g} | {s.threshold:.3f} | "
+                     f"{s.noise():.3f} |")  # fmt: skip
+    # leave-one-corpus-out
+    lines += ["", "### Leave-one-corpus-out", "",
+              "| held-out corpus | chosen on the other corpora | their fails / instances, mean regret | held-out: "
+              "fails / instances | held-out mean regret | held-out worst regret |",
+              "|---|---|---|---|---:|---:|"]  # fmt: skip
+    for held, fold in folds.items():
+        key = fold["key"]
+        mine = [i for i in insts[key] if i.cell.corpus == held]
+        others = [i for i in insts[key] if i.cell.corpus != held]
+        f, mean, _ = fold["train_score"]
+        lines.append(
+            f"| {held} | {_label(key)} | {f} / {len(others)}, {mean:.3f} | {sum(not i.passes for i in mine)} / "
+            f"{len(mine)} | {statistics.fmean(i.regret for i in mine):.3f} | {max(i.regret for i in mine):.3f} |"
+        )
+    same = len({tuple(f["key"]) for f in folds.values()}) == 1
+    fails, mean_regret, _ = res["overall_score"]
+    lines += ["", f"Same candidate chosen in every fold: {'yes' if same else 'no'}. Chosen on all corpora: "
+              f"{_label(res['overall'])} ({fails} fails, mean regret {mean_regret:.3f})."]  # fmt: skip
+    # every candidate, held-out view: fails per corpus
+    lines += ["", "### Every candidate: failures per corpus (of cells x seeds), mean and worst regret, all cells", "",
+              "| rule | reading | beta | " + " | ".join(present) + " | fails | mean regret | worst regret | "
+              "seed spread (decades) |",
+              "|---|---|---:|" + "---:|" * len(present) + "---:|---:|---:|---:|"]  # fmt: skip
+    ranked = sorted(insts, key=lambda k: (sum(not i.passes for i in insts[k]),
+                                          statistics.fmean(min(i.regret, 10) for i in insts[k])))  # fmt: skip
+    for key in ranked:
+        mine = insts[key]
+        per = [sum(not i.passes for i in mine if i.cell.corpus == c) for c in present]
+        spreads = []
+        for cell in cells:
+            lrs = [i.lr for i in mine if i.cell == cell and i.lr is not None]
+            if len(lrs) > 1:
+                spreads.append(math.log10(max(lrs) / min(lrs)))
+        spread = statistics.fmean(spreads) if spreads else math.nan
+        worst = max(i.regret for i in mine)
+        lines.append(
+            f"| {key[0]} | {key[1]} | {key[2]:g} | {' | '.join(map(str, per))} | {sum(per)} / {len(mine)} | "
+            f"{statistics.fmean(min(i.regret, 10) for i in mine):.3f} | "
+            f"{worst:.3f} | {spread:.2f} |".replace("inf", "div.")
+        )
+    # per cell detail for the chosen candidate (held out) and the previous default
+    from foundry_ext.lr_find.rules import DEFAULT_BETA, DEFAULT_RULE
+
+    shown = [
+        ("held out: each fold's choice", None),
+        ("the tool's default", (DEFAULT_RULE, "lag-matched", DEFAULT_BETA)),
+        ("the default before this benchmark", PREVIOUS_DEFAULT),
+    ]
+    for title, fixed in shown:
+        what = "the candidate chosen without that corpus" if fixed is None else _label(fixed)
+        head = " | ".join(f"seed {s}: LR, position (dec.), regret, trained CE" for s in seeds)
+        lines += ["", f"### Per cell: {title} ({what})", "", f"| cell | best LR (CE) | {head} | pass (every seed) |",
+                  "|---|---|" + "---|" * len(seeds) + "---|"]  # fmt: skip
+        for cell in cells:
+            key = folds[cell.corpus]["key"] if fixed is None else fixed
+            s = sweeps[cell]
+            parts, ok = [], True
+            for seed in seeds:
+                inst = next(i for i in insts[key] if i.cell == cell and i.seed == seed)
+                trained = s.trained.get(inst.lr) if inst.lr is not None else None
+                verdict = inst.passes if trained is None else trained <= s.threshold
+                ok &= verdict
+                trained_text = "-" if trained is None else _fmt_loss(trained)
+                lr_text = "none" if inst.lr is None else f"{inst.lr:.2g}"
+                parts.append(f"{lr_text}, {inst.position:+.2f}, {inst.regret:.3f}, {trained_text}")
+            verdict = "yes" if ok else "**no**"
+            lines.append(f"| {cell.name} | {s.best_lr:.2g} ({s.best:.3f}) | {' | '.join(parts)} | {verdict} |")
+    lines += positions(insts, res["overall"], present)
+    lines += cost(args, cache, cells)
     return "\n".join(lines)
 
 
-def plot(results: list[dict[str, Any]], path: Path, args: argparse.Namespace) -> None:
-    import matplotlib
+def positions(insts: dict[Key, list[Instance]], key: Key, present: list[str]) -> list[str]:
+    """Where the sweep's best LR lay relative to ``key``'s suggestion, per corpus: the band that brackets it."""
+    lines = ["", f"### Where the best LR lay, relative to {_label(key)}'s suggestion (decades; + = suggestion above)",
+             "", "| corpus | position: min, median, max | within half a decade |", "|---|---|---:|"]  # fmt: skip
+    for corpus in [*present, "all"]:
+        mine = [i for i in insts[key] if corpus in ("all", i.cell.corpus) and math.isfinite(i.position)]
+        pos = [i.position for i in mine]
+        near = sum(abs(p) <= 0.5 + 1e-9 for p in pos)
+        lines.append(f"| {corpus} | {min(pos):+.2f}, {statistics.median(pos):+.2f}, {max(pos):+.2f} | "
+                     f"{near} / {len(pos)} |")  # fmt: skip
+    return lines
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    from foundry_ext.lr_find import smooth
-    from foundry_ext.lr_find.rules import smooth_lr
-
-    fig, axes = plt.subplots(len(results), 2, figsize=(12, 4.2 * len(results)), squeeze=False)
-    colors = {"valley": "tab:red", "minimum": "tab:orange", "steepest": "tab:green", "steepest_linear": "tab:gray"}
-    for row, res in zip(axes, results, strict=True):
-        ax_find, ax_sweep = row
-        rule, reading, beta = res["default"]
-        curve = res["curve"]
-        ax_find.plot(curve["lrs"], curve["losses"], color="tab:blue", alpha=0.35, lw=1, label="train loss (raw)")
-        xs_read = smooth_lr(curve["lrs"], beta) if reading == "lag-matched" else curve["lrs"]
-        ax_find.plot(xs_read, smooth(curve["losses"], beta), color="tab:blue", lw=1.8,
-                     label=f"smoothed, beta {beta:g}, {reading} (the tool's)")  # fmt: skip
-        ax_find.plot(curve["lrs"], smooth(curve["losses"], 0.98), color="tab:gray", ls="--", lw=1.4,
-                     label="smoothed, beta 0.98, batch-lr (fastai's, Lightning's)")  # fmt: skip
-        ax_find.set_title(f"{res['size']}: range test ({res['find_batches_run']} batches)", fontsize=10)
-        sweep = sorted(res["sweep"].items())
-        xs = [lr for lr, v in sweep if math.isfinite(v)]
-        ys = [v for _, v in sweep if math.isfinite(v)]
-        ax_sweep.plot(xs, ys, "o-", color="black", label="constant-LR sweep")
-        ax_sweep.set_title(f"{res['size']}: final eval CE of {args.batches}-batch constant-LR runs", fontsize=10)
-        first = res["by_seed"][args.find_seeds[0]]
-        for name, lr in ((k[0], v) for k, v in first.items() if k[1:] == (reading, beta)):
-            if lr is None:
-                continue
-            style = "-" if name == rule else ":"
-            for ax in (ax_find, ax_sweep):
-                ax.axvline(lr, color=colors.get(name, "tab:purple"), ls=style, lw=1.6, label=f"{name} {lr:.2g}")
-            loss = res["losses"][lr]
-            if math.isfinite(loss):
-                ax_sweep.plot(lr, loss, "*", color=colors.get(name, "tab:purple"), ms=13, zorder=5)
-        for ax in row:
-            ax.set_xscale("log")
-            ax.set_xlabel("learning rate")
-            ax.grid(True, which="both", alpha=0.25)
-            ax.legend(fontsize=7)
-        if ys:
-            lo, hi = min(ys), sorted(ys)[min(len(ys) - 1, 5)]
-            ax_sweep.set_ylim(lo - 0.05 * (hi - lo or 1), hi + 0.1 * (hi - lo or 1))
-        ax_find.set_ylabel("train loss")
-        ax_sweep.set_ylabel("eval cross-entropy")
-    rule, reading, beta = results[0]["default"]
-    fig.suptitle(f"Every rule's suggestion in the tool's default reading ({reading}, beta {beta:g})", fontsize=11)
-    _common.save_figure(fig, path, dpi=80)
+def cost(args: argparse.Namespace, cache: Cache, cells: list[Cell]) -> list[str]:
+    """What a range test costs (batches, seconds), per size and batch size, over corpora and seeds."""
+    lines = ["", "### Cost of the range test (the tool's 100 batches; seconds of `lr_find`: build + batches)", "",
+             "| size | batch | batches run (min-max) | seconds (median, min-max) | sweep: seconds per 200-batch run |",
+             "|---|---:|---|---|---:|"]  # fmt: skip
+    for size in sorted({c.size for c in cells}, key=list(SIZES).index):
+        for bs in sorted({c.batch_size for c in cells}):
+            mine = [c for c in cells if c.size == size and c.batch_size == bs]
+            finds = [cache.data[find_key(c, s, args.find_batches)] for c in mine for s in args.find_seeds]
+            runs = [finds_i["batches_run"] for finds_i in finds]
+            secs = [f["seconds"] for f in finds]
+            per_run = [v / int(k.split("|")[5]) for k, v in cache.data.items()
+                       if k.startswith("seconds|sweep|") and k.split("|")[2] in {c.name for c in mine}]  # fmt: skip
+            lines.append(
+                f"| {size} | {bs} | {min(runs)}-{max(runs)} | {statistics.median(secs):.1f}, "
+                f"{min(secs):.1f}-{max(secs):.1f} | {statistics.median(per_run) if per_run else math.nan:.1f} |"
+            )
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--batches", type=int, default=200, help="batches of each constant-LR run (default 200)")
-    parser.add_argument("--find-batches", type=int, default=100, help="batches of the range test (default 100)")
-    parser.add_argument("--find-seeds", type=int, nargs="+", default=[17, 18, 19], help="range-test seeds")
-    parser.add_argument("--lrs", type=float, nargs="+", default=SWEEP, help="the sweep's LRs")
-    parser.add_argument("--betas", type=float, nargs="+", default=BETAS, help="smoothing factors to read rules at")
-    parser.add_argument("--sizes", nargs="+", default=["small", "medium"], choices=list(SIZES))
-    parser.add_argument("--plot", type=Path, default=_common.ROOT / "docs" / "img" / "lr-find-bench.png")
-    parser.add_argument("--json", type=Path, help="also write every result to this JSON file")
-    parser.add_argument("--cache", type=Path, help="JSON file of finished runs' scores, read and extended")
-    parser.add_argument("--quick", action="store_true", help="smoke run: small model, 3 LRs, 12-batch runs, 1 seed")
-    parser.add_argument("--data", type=Path, default=_common.DEFAULT_DATA, help="demo data folder (made if absent)")
+    parser.add_argument("--corpora", nargs="+", default=CORPORA, choices=CORPORA)
+    parser.add_argument("--sizes", nargs="+", default=list(SIZES), choices=list(SIZES))
+    parser.add_argument("--batch-sizes", type=int, nargs="+", default=BATCH_SIZES)
+    parser.add_argument("--batches", type=int, default=SWEEP_BATCHES, help="batches of each constant-LR run")
+    parser.add_argument("--find-batches", type=int, default=FIND_BATCHES, help="batches of the range test")
+    parser.add_argument("--find-seeds", type=int, nargs="+", default=FIND_SEEDS)
+    parser.add_argument("--sweep-seeds", type=int, nargs="+", default=SWEEP_SEEDS)
+    parser.add_argument("--betas", type=float, nargs="+", default=BETAS)
+    parser.add_argument("--grid", type=float, nargs="+", default=GRID, help="the sweep's LRs")
+    parser.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
+    parser.add_argument("--data", type=Path, default=DATA_ROOT, help="where the corpora are written")
+    parser.add_argument("--cache", type=Path, help="JSON of finished units, read and extended")
+    parser.add_argument("--json", type=Path, help="also write the analysis here")
+    parser.add_argument("--no-verify", action="store_true", help="do not train the chosen candidates' suggestions")
+    parser.add_argument(
+        "--no-run", action="store_true", help="train nothing: report the cells --cache has whole (PARTIAL if not all)"
+    )
+    parser.add_argument("--quick", action="store_true", help="smoke: copy corpus, xs, batch 8, 30-batch runs, 1 seed")
     args = parser.parse_args(argv)
     if args.quick:
-        args.batches, args.find_batches, args.lrs, args.sizes = 12, 12, [1e-3, 1e-2, 1e-1], ["small"]
-        args.find_seeds, args.betas = args.find_seeds[:1], []
-    from foundry_ext.lr_find import DEFAULT_BETA
-
-    if DEFAULT_BETA not in args.betas:
-        args.betas = [DEFAULT_BETA, *args.betas]
-    import torch
-
-    torch.set_num_threads(1)  # as the other training benchmarks: faster and steadier on a shared 2-core machine
-    data = _common.ensure_data(args.data)
-    info = _common.machine_info()
-    cache = Cache(args.cache)
+        args.corpora, args.sizes, args.batch_sizes = ["copy"], ["xs"], [8]
+        args.batches, args.find_batches, args.find_seeds, args.sweep_seeds = 30, 30, [17], [17]
+        args.grid = [10 ** (k / 2) for k in range(-6, -1)]
     start = time.perf_counter()
-    results = [run_size(args, data, size, cache) for size in args.sizes]
-    print(_common.header(info, "python bench/bench_lr_find.py " + " ".join(argv or sys.argv[1:])))
+    info = _common.machine_info()
+    for name in args.corpora:
+        corpora.write(args.data, name)
+    cells = [Cell(c, s, b) for c in args.corpora for s in args.sizes for b in args.batch_sizes]
+    cache = Cache(args.cache)
+    missing: list[Cell] = []
+    if args.no_run:
+        missing = [cell for cell in cells if not complete(args, cache, cell)]
+        cells = [cell for cell in cells if cell not in missing]
+    if not cells:
+        print(f"no cell of {args.cache} is complete yet")
+        return 1
+    run_units(args, cache, cells, {})
+    res = analyse(args, cache, cells)
+    for _ in range(4 if not (args.no_verify or args.no_run) else 0):
+        # refine each sweep around its best, and train what each fold chose (on its held-out corpus) and the
+        # choice on all corpora, for every seed; again if the refined sweeps changed a choice
+        extra: dict[Cell, list[float]] = {}
+        for cell in cells:
+            extra[cell] = extension(res["sweeps"][cell]) or refinement(res["sweeps"][cell].half_best[0])
+            for key in (res["folds"][cell.corpus]["key"], res["overall"]):
+                extra[cell] += [lr for seed in args.find_seeds if (lr := res["sugg"][(cell, seed)][key]) is not None]
+        if all(
+            sweep_key(cell, lr, args.batches, seed) in cache.data
+            for cell in cells
+            for lr in extra[cell]
+            for seed in args.sweep_seeds
+        ):
+            break
+        run_units(args, cache, cells, extra)
+        res = analyse(args, cache, cells)
+    minutes = (time.perf_counter() - start) / 60
+    print(_common.header(info, "python bench/bench_lr_find.py " + " ".join(argv if argv is not None else sys.argv[1:])))
     print()
-    print(report(results, args))
-    print(f"\n{(time.perf_counter() - start) / 60:.1f} min in all.")
-    plot(results, args.plot, args)
-    print(f"plot: {args.plot}")
+    if missing:
+        print(f"**PARTIAL**: {len(missing)} of {len(missing) + len(cells)} cells not finished and left out: "
+              f"{', '.join(cell.name for cell in missing)}.\n")  # fmt: skip
+    print(report(args, cache, cells, res))
+    print(f"\n{minutes:.1f} min in all.")
     if args.json:
-        for res in results:  # JSON keys must be strings: (rule, reading, beta) -> "rule|reading|beta"
-            res["by_seed"] = {s: {"|".join(map(str, k)): v for k, v in d.items()} for s, d in res["by_seed"].items()}
-        args.json.write_text(json.dumps(results, default=str))
+        args.json.write_text(json.dumps({
+            "folds": {k: {"key": list(v["key"]), "train_score": v["train_score"]} for k, v in res["folds"].items()},
+            "overall": list(res["overall"]),
+            "minutes": minutes,
+            "instances": [[i.cell.name, i.seed, *i.key, i.lr, i.loss, i.regret, i.passes, i.position]
+                          for k in res["insts"] for i in res["insts"][k]],
+        }, default=str))  # fmt: skip
     return 0
 
 

@@ -13,6 +13,9 @@ Layout of the output folder::
 
 The folder is written into a hidden temporary sibling and renamed into place only when complete, so an
 interrupted run never leaves a half-written ``DIR`` that looks finished.
+
+Other corpora are written the same way by passing a :class:`Corpus` (``bench/corpora.py`` holds the ones the LR
+range-test benchmark uses); the default, the grammar above, is what ``foundry-ext demo-data`` writes.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import os
 import random
 import secrets
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,9 +35,11 @@ from foundry_ext._process import pid_alive
 __all__ = [
     "DEFAULT_SEED",
     "FORMAT_VERSION",
+    "GRAMMAR",
     "MARKER",
     "SEQ_LEN",
     "VOCAB_SIZE",
+    "Corpus",
     "DemoData",
     "DemoDataError",
     "generate_documents",
@@ -53,9 +58,25 @@ VAL_SEQUENCES = 256
 
 BOS, EOS, PAD = "<|bos|>", "<|endoftext|>", "<|pad|>"
 _TMP_PREFIX = ".foundry-ext-demo-partial"
-_SPLITS = {"train": TRAIN_SEQUENCES, "val": VAL_SEQUENCES}
 # The tokenizer is trained on the first documents of the train split: plenty for 512 tokens, and fast.
 _TOKENIZER_DOCS = 3000
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """What to write: a document stream, the row length and the rows per split.
+
+    ``documents(seed, split)`` must give the same endless stream for the same arguments on every machine. The
+    tokenizer is a byte-level BPE of at most ``VOCAB_SIZE`` tokens trained on the stream's first train documents;
+    only the default corpus must reach exactly ``VOCAB_SIZE`` (the YAMLs hard-code it); a corpus with few distinct
+    words may stop merging earlier, which a model with ``vocab_size: 512`` reads as well.
+    """
+
+    name: str
+    documents: Callable[[int, str], Iterator[str]]
+    seq_len: int = SEQ_LEN
+    train_sequences: int = TRAIN_SEQUENCES
+    val_sequences: int = VAL_SEQUENCES
 
 
 class DemoDataError(Exception):
@@ -172,6 +193,9 @@ def generate_documents(seed: int, split: str) -> Iterator[str]:
         yield _document(rng)
 
 
+GRAMMAR = Corpus("grammar", generate_documents)
+"""The demo corpus: the grammar above, 128-token rows, 4096 train and 256 val rows."""
+
 # ---------------------------------------------------------------------------------------------------------------
 # Writing
 # ---------------------------------------------------------------------------------------------------------------
@@ -192,7 +216,7 @@ def read_marker(path: str | os.PathLike[str]) -> dict[str, Any] | None:
     return marker
 
 
-def write_demo_data(path: str | os.PathLike[str], seed: int = DEFAULT_SEED) -> DemoData:
+def write_demo_data(path: str | os.PathLike[str], seed: int = DEFAULT_SEED, corpus: Corpus | None = None) -> DemoData:
     """Write the demo tokenizer and MDS shards to ``path``, or reuse what a previous call wrote there.
 
     ``path`` may be missing, empty, or a previous output of this function: one with the same seed and format is
@@ -202,6 +226,7 @@ def write_demo_data(path: str | os.PathLike[str], seed: int = DEFAULT_SEED) -> D
     Args:
         path (str | PathLike): The folder to write; its parent is created if needed.
         seed (int): Seed of the corpus. The same seed gives byte-identical files. Default = ``DEFAULT_SEED``.
+        corpus (Corpus | None): What to write; default = :data:`GRAMMAR`, the demo's grammar.
 
     Returns:
         DemoData: the folder, whether this call wrote it, and its marker.
@@ -210,16 +235,17 @@ def write_demo_data(path: str | os.PathLike[str], seed: int = DEFAULT_SEED) -> D
         DemoDataError: ``path`` is a file, or a non-empty folder that this function did not write.
     """
     path = Path(path).absolute()
+    corpus = corpus or GRAMMAR
     previous = _check_target(path)
-    if previous is not None and _matches(previous, seed):
+    if previous is not None and _matches(previous, seed, corpus):
         return DemoData(path, created=False, marker=previous)
 
     path.parent.mkdir(parents=True, exist_ok=True)
     _remove_stale_partials(path.parent)
     tmp = _new_partial(path.parent)
     try:
-        marker = _write_all(tmp, seed)
-        return _move_into_place(tmp, path, seed, marker)
+        marker = _write_all(tmp, seed, corpus)
+        return _move_into_place(tmp, path, seed, corpus, marker)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)  # gone already after a successful rename
 
@@ -239,14 +265,19 @@ def _check_target(path: Path) -> dict[str, Any] | None:
     return marker
 
 
-def _matches(marker: dict[str, Any], seed: int) -> bool:
-    return marker.get("seed") == seed and marker.get("format") == FORMAT_VERSION
+def _matches(marker: dict[str, Any], seed: int, corpus: Corpus) -> bool:
+    # the default corpus's marker has no "corpus" key (its bytes predate other corpora)
+    return (
+        marker.get("seed") == seed
+        and marker.get("format") == FORMAT_VERSION
+        and marker.get("corpus", GRAMMAR.name) == corpus.name
+    )
 
 
-def _move_into_place(tmp: Path, path: Path, seed: int, marker: dict[str, Any]) -> DemoData:
+def _move_into_place(tmp: Path, path: Path, seed: int, corpus: Corpus, marker: dict[str, Any]) -> DemoData:
     previous = _check_target(path)  # again: another process may have finished meanwhile
     if previous is not None:
-        if _matches(previous, seed):
+        if _matches(previous, seed, corpus):
             return DemoData(path, created=False, marker=previous)
         # An older demo output: move it aside first, so that ``path`` is always either complete or absent.
         old = _new_partial(path.parent)
@@ -259,7 +290,7 @@ def _move_into_place(tmp: Path, path: Path, seed: int, marker: dict[str, Any]) -
     except OSError:
         # Lost a race with a concurrent writer of the same folder: use its result when it is the same data.
         winner = read_marker(path)
-        if winner is not None and _matches(winner, seed):
+        if winner is not None and _matches(winner, seed, corpus):
             return DemoData(path, created=False, marker=winner)
         raise
     return DemoData(path, created=True, marker=marker)
@@ -283,18 +314,19 @@ def _remove_stale_partials(parent: Path) -> None:
             shutil.rmtree(entry, ignore_errors=True)
 
 
-def _write_all(out: Path, seed: int) -> dict[str, Any]:
-    tokenizer = _train_tokenizer(seed)
-    _save_tokenizer(tokenizer, out / "tokenizer")
+def _write_all(out: Path, seed: int, corpus: Corpus) -> dict[str, Any]:
+    tokenizer = _train_tokenizer(corpus.documents(seed, "train"), exact=corpus is GRAMMAR)
+    _save_tokenizer(tokenizer, out / "tokenizer", corpus.seq_len)
     counts = {}
-    for split, n in _SPLITS.items():
-        counts[split] = _write_split(tokenizer, seed, split, n, out / split)
+    for split, n in (("train", corpus.train_sequences), ("val", corpus.val_sequences)):
+        counts[split] = _write_split(tokenizer, corpus.documents(seed, split), n, out / split, corpus.seq_len)
     marker = {
         "tool": "foundry-ext demo-data",
         "format": FORMAT_VERSION,
+        **({} if corpus is GRAMMAR else {"corpus": corpus.name}),
         "seed": seed,
         "vocab_size": tokenizer.get_vocab_size(),
-        "max_seq_len": SEQ_LEN,
+        "max_seq_len": corpus.seq_len,
         "sequences": counts,
         "eos_token": EOS,
         "bos_token": BOS,
@@ -305,7 +337,7 @@ def _write_all(out: Path, seed: int) -> dict[str, Any]:
     return marker
 
 
-def _train_tokenizer(seed: int) -> Any:
+def _train_tokenizer(docs: Iterator[str], exact: bool = True) -> Any:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tokenizer = Tokenizer(models.BPE())
@@ -317,29 +349,27 @@ def _train_tokenizer(seed: int) -> Any:
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),  # every byte encodable: no unknown token needed
         show_progress=False,
     )
-    docs = generate_documents(seed, "train")
     tokenizer.train_from_iterator((next(docs) for _ in range(_TOKENIZER_DOCS)), trainer=trainer)
-    if tokenizer.get_vocab_size() != VOCAB_SIZE:  # the YAMLs hard-code the model's vocab_size
+    if exact and tokenizer.get_vocab_size() != VOCAB_SIZE:  # the YAMLs hard-code the model's vocab_size
         raise AssertionError(f"demo tokenizer has {tokenizer.get_vocab_size()} tokens, expected {VOCAB_SIZE}")
     return tokenizer
 
 
-def _save_tokenizer(tokenizer: Any, out: Path) -> None:
+def _save_tokenizer(tokenizer: Any, out: Path, seq_len: int) -> None:
     from transformers import PreTrainedTokenizerFast
 
     fast = PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer, bos_token=BOS, eos_token=EOS, pad_token=PAD, model_max_length=SEQ_LEN
+        tokenizer_object=tokenizer, bos_token=BOS, eos_token=EOS, pad_token=PAD, model_max_length=seq_len
     )
     fast.save_pretrained(str(out))
 
 
-def _write_split(tokenizer: Any, seed: int, split: str, n_sequences: int, out: Path) -> int:
-    """Concatenate ``doc EOS doc EOS ...`` and cut it into ``n_sequences`` rows of ``SEQ_LEN`` tokens."""
+def _write_split(tokenizer: Any, docs: Iterator[str], n_sequences: int, out: Path, seq_len: int) -> int:
+    """Concatenate ``doc EOS doc EOS ...`` and cut it into ``n_sequences`` rows of ``seq_len`` tokens."""
     import numpy as np
     from streaming import MDSWriter
 
     eos_id = tokenizer.token_to_id(EOS)
-    docs = generate_documents(seed, split)
     buffer: list[int] = []
     written = 0
     with MDSWriter(out=str(out), columns={"tokens": "ndarray:int32"}, compression=None) as writer:
@@ -347,8 +377,8 @@ def _write_split(tokenizer: Any, seed: int, split: str, n_sequences: int, out: P
             for encoding in tokenizer.encode_batch([next(docs) for _ in range(256)]):
                 buffer.extend(encoding.ids)
                 buffer.append(eos_id)
-            while len(buffer) >= SEQ_LEN and written < n_sequences:
-                writer.write({"tokens": np.asarray(buffer[:SEQ_LEN], dtype=np.int32)})
-                del buffer[:SEQ_LEN]
+            while len(buffer) >= seq_len and written < n_sequences:
+                writer.write({"tokens": np.asarray(buffer[:seq_len], dtype=np.int32)})
+                del buffer[:seq_len]
                 written += 1
     return written

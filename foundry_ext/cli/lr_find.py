@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--json", metavar="FILE.json", help="also write the summary (suggested_lr, rule, every rule's...)"
     )
     parser.add_argument(
-        "--beta", default=None, metavar="B", help="smoothing of the loss (EMA factor in [0, 1); default: 0.8)"
+        "--beta", default=None, metavar="B", help="smoothing of the loss (EMA factor in [0, 1); default: 0.9)"
     )
     parser.add_argument(
         "--reading",

@@ -44,7 +44,7 @@ class LRFindRecorder(Callback):
 
     Args:
         batches (int): Planned batches (``--batches``).
-        beta (float): Smoothing factor of the EMA. Default = ``0.8`` (fastai and Lightning use 0.98; see
+        beta (float): Smoothing factor of the EMA. Default = ``0.9`` (fastai and Lightning use 0.98; see
             :mod:`foundry_ext.lr_find.rules`).
         progress (bool): Show progress on rank 0: a tqdm bar (ETA, current LR and smoothed loss) when stdout is a
             terminal, and one closing line ``lr-find: batch N/M ...`` in any case. Default = ``True``.

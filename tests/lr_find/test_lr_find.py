@@ -529,26 +529,6 @@ def test_no_suggestion_says_so_and_exits_1(demo_data: Path, tmp_path: Path, caps
     assert summary["suggested_lr"] is None and summary["stopped_early"] is True and summary["batches_run"] == 2
 
 
-def test_bench_lr_find_quick(demo_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """bench/bench_lr_find.py end to end at a minimal size, so that it keeps working (its figures mean nothing)."""
-    import importlib
-
-    monkeypatch.syspath_prepend(str(REPO / "bench"))
-    threads = torch.get_num_threads()
-    try:
-        bench = importlib.import_module("bench_lr_find")
-        out = tmp_path / "out.txt"
-        with open(out, "w") as f, contextlib.redirect_stdout(f):
-            assert bench.main(["--quick", "--data", str(demo_data), "--plot", str(tmp_path / "b.png")]) == 0
-    finally:
-        torch.set_num_threads(threads)  # the benchmark pins torch to one thread
-        sys.modules.pop("bench_lr_find", None)
-    text = out.read_text()
-    assert "| **minimum** | lag-matched | 0.8 |" in text
-    assert "The tool's default (minimum, lag-matched, beta 0.8) at every range-test seed" in text
-    assert (tmp_path / "b.png").stat().st_size > 10_000
-
-
 # ---------------------------------------------------------------------------------------------------------------
 # Two ranks through Composer's launcher
 
