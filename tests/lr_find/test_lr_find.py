@@ -44,15 +44,6 @@ TINY = REPO / "yamls" / "tiny-wsd.yaml"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.fixture(autouse=True)
-def _torch_threads() -> Any:
-    """Runs here train on one torch thread, as the command does (fast on a busy CPU); restored afterwards."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 # ---------------------------------------------------------------------------------------------------------------
 # The ramp: hand-checkable multipliers and Composer's timing
 

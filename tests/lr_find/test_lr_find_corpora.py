@@ -28,15 +28,6 @@ from tests.support.launcher import REPO
 BENCH = REPO / "bench"
 
 
-@pytest.fixture(autouse=True)
-def _torch_threads() -> Any:
-    """One torch thread, as the benchmark and the command use; restored afterwards."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module")
 def bench() -> Any:
     """The benchmark's modules, imported from bench/ (not a package)."""
