@@ -37,7 +37,7 @@ from foundry_ext.catalog.registry import (
 from foundry_ext.config.base import build
 from foundry_ext.config.durations import UnknownBatchesPerEpoch, parse
 from foundry_ext.config.errors import ConfigError, Problem, did_you_mean, scheduler_did_you_mean
-from foundry_ext.config.notices import warn_once
+from foundry_ext.config.notices import errors_first, warn_once
 from foundry_ext.config.train_yaml import RunClock, run_clock
 from foundry_ext.schedules.base import ScheduleModel, run_check
 from foundry_ext.schedules.run_lr import likely_mistakes, plateau_interval_warning, run_lr_findings
@@ -361,11 +361,7 @@ def preflight_transform(cfg: dict[str, Any]) -> dict[str, Any]:
     world_size = int(os.environ.get("WORLD_SIZE", "1") or 1)
     found = check_train_config(cfg, world_size=world_size)
     if found.errors:
-        if os.environ.get("RANK", "0") == "0":
-            # llm-foundry prints the exception after a traceback of its own frames: the problems come first, so
-            # that the useful line is not line 21 of the failure
-            for problem in found.errors:
-                print(f"foundry-ext: error: {problem}", file=sys.stderr, flush=True)
+        errors_first([str(problem) for problem in found.errors])
         raise ConfigError(found.errors)
     for warning in found.warnings:
         warn_once(str(warning))

@@ -18,7 +18,7 @@ r"""What a schedule does over the whole run, checked before batch 0 (pure Python
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from foundry_ext.config.durations import Duration, convert
@@ -30,20 +30,27 @@ __all__ = [
     "MAX_MULTIPLIER",
     "MAX_POINTS",
     "POSITIVE_DURATIONS",
+    "STEPPED_POINTS",
     "ZERO_SHARE",
     "likely_mistakes",
     "plateau_interval_warning",
     "run_lr_findings",
+    "sweep",
+    "sweep_problem",
 ]
 
 MAX_MULTIPLIER = 1e3
 """Largest multiplier of ``optimizer.lr`` accepted at any batch (a schedule peaks at 1 unless told otherwise)."""
 
 ZERO_SHARE = 0.1
-"""Share of the run's batches above which an LR of exactly 0 is a warning (a warmup from 0 costs one batch)."""
+"""Share of the run's batches above which an LR of exactly 0 is a warning, when that is more than 2 batches (a warmup
+from 0 costs two: batches 0 and 1 both train with the multiplier at timestamp 0)."""
 
 MAX_POINTS = 200_000
 """Most batches evaluated (evenly spaced beyond): a few hundred ms for this package's formulas."""
+
+STEPPED_POINTS = 20_000
+"""Most batches evaluated for a schedule computed by stepping (torch's classes): ~0.1 s for 20,000."""
 
 SUBTRACTING = frozenset(
     {"constant_with_warmup", "linear_decay_with_warmup", "cosine_with_warmup", "polynomial_with_warmup",
@@ -67,7 +74,10 @@ def run_lr_findings(
     errors: list[Problem] = []
     warnings: list[Problem] = []
     converted = _converted(model, clock)
-    if converted is None:
+    if converted is None:  # the run length is not known here; the extreme of Composer's classes needs none
+        bad = None if model.has_formula else _alpha_extreme(model)
+        if bad is not None:
+            errors.append(sweep_problem(model, bad, path))
         return errors, warnings
     for name, (given, done) in converted.items():
         if given.value > 0 and done.value == 0:
@@ -110,15 +120,7 @@ def run_lr_findings(
     else:
         bad, zero_share = _sweep(model, clock, path)
     if bad is not None:
-        batch, value = bad
-        fields = ", ".join(_large_fields(model, path)) or path
-        where = f"the LR of batch {batch}" if batch >= 0 else "the LR"
-        how = (
-            "is not finite"
-            if not math.isfinite(value)
-            else f"is {value:g} x optimizer.lr (more than {MAX_MULTIPLIER:g}x)"
-        )
-        errors.append(Problem(path, f"{where} {how}; check {fields}"))
+        errors.append(sweep_problem(model, bad, path))
     elif zero_share > ZERO_SHARE:
         zeros = [n for n, (g, d) in converted.items() if d.value == 0 and g.value > 0] or [
             k for k in ("alpha_f", "gamma", "scale_min", "peaks") if k in type(model).model_fields
@@ -192,7 +194,15 @@ def _total(clock: RunClock, unit: str) -> int | None:
 def _composer_sweep(
     model: ScheduleModel, converted: Mapping[str, tuple[Duration, Duration]], clock: RunClock
 ) -> tuple[int, float] | None:
-    """Composer's gamma schedules (step, multistep, exponential): their extreme multiplier over the run, exactly."""
+    """Composer's and llm-foundry's classes: their extreme multiplier over the run, exactly.
+
+    Each of their formulas moves between 1 and its ``alpha*`` values (``alpha``, ``alpha_i``, ``alpha_f``, ...: a
+    linear, cosine or polynomial path, or a constant), times ``gamma`` to the number of decays for the gamma schedules
+    (step, multistep, exponential); the extreme is the largest of those.
+    """
+    bad = _alpha_extreme(model)
+    if bad is not None:
+        return bad
     gamma = getattr(model, "gamma", None)
     if model.name not in ("step", "multistep", "multistep_with_warmup", "exponential") or gamma is None:
         return None
@@ -213,6 +223,22 @@ def _composer_sweep(
     return None
 
 
+def _alpha_extreme(model: ScheduleModel) -> tuple[int, float] | None:
+    """The largest ``alpha*`` value of a Composer or llm-foundry class if it is out of bounds, else None.
+
+    Returned with batch -1: the value is approached where the formula reaches it, not at one batch computed here.
+    """
+    alphas = [
+        float(value)
+        for name in type(model).model_fields
+        if name.startswith("alpha")
+        and isinstance(value := getattr(model, name, None), (int, float))
+        and not isinstance(value, bool)
+    ]
+    largest = max(alphas, default=1.0)
+    return (-1, largest) if not math.isfinite(largest) or largest > MAX_MULTIPLIER else None
+
+
 def _converted(model: ScheduleModel, clock: RunClock) -> dict[str, tuple[Duration, Duration]] | None:
     try:
         return {
@@ -223,11 +249,45 @@ def _converted(model: ScheduleModel, clock: RunClock) -> dict[str, tuple[Duratio
         return None
 
 
-def _batches(total: int) -> Iterator[int]:
-    step = max(1, math.ceil(total / MAX_POINTS))
+def _batches(total: int, max_points: int = MAX_POINTS) -> Iterator[int]:
+    step = max(1, math.ceil(total / max_points))
     yield from range(0, total, step)
     if (total - 1) % step:
         yield total - 1
+
+
+def sweep(
+    multiplier: Callable[[int], float], total: int, max_points: int = MAX_POINTS
+) -> tuple[tuple[int, float] | None, float]:
+    """The first batch whose multiplier is out of bounds, with its value; and the share of batches at exactly 0.
+
+    Out of bounds: not finite, or above :data:`MAX_MULTIPLIER` in magnitude. Of the batches ``0 .. total - 1``, at
+    most ``max_points`` are evaluated, evenly spaced, the last included. ``multiplier(batch)`` is the multiplier
+    batch ``batch`` trains with; one that raises an arithmetic error counts as not finite. The share of zeros is 0.0
+    when at most 2 batches are at 0 (a warmup from 0).
+    """
+    zeros = points = 0
+    for batch in _batches(total, max_points):
+        try:
+            value = float(multiplier(batch))
+        except (OverflowError, ZeroDivisionError, ValueError):
+            value = math.inf
+        if not math.isfinite(value) or abs(value) > MAX_MULTIPLIER:
+            return (batch, value), 0.0
+        points += 1
+        zeros += value == 0
+    return None, zeros / points if zeros > 2 else 0.0
+
+
+def sweep_problem(model: ScheduleModel, bad: tuple[int, float], path: str = "scheduler") -> Problem:
+    """The error line of a multiplier :func:`sweep` found out of bounds, naming the fields that can cause it."""
+    batch, value = bad
+    fields = ", ".join(_large_fields(model, path) or _torch_arguments(model, path)) or path
+    where = f"the LR of batch {batch}" if batch >= 0 else "the LR"
+    how = (
+        "is not finite" if not math.isfinite(value) else f"is {value:g} x optimizer.lr (more than {MAX_MULTIPLIER:g}x)"
+    )
+    return Problem(path, f"{where} {how}; check {fields}")
 
 
 def _sweep(model: ScheduleModel, clock: RunClock, path: str) -> tuple[tuple[int, float] | None, float]:
@@ -240,18 +300,8 @@ def _sweep(model: ScheduleModel, clock: RunClock, path: str) -> tuple[tuple[int,
     if check.errors or check.resolved is None or total <= 0:
         return None, 0.0
     d, unit = check.resolved.values, check.resolved.unit
-    zeros = points = 0
-    for batch in _batches(total):
-        t = batch - 1 if batch > 0 else 0  # batch b trains with the multiplier at timestamp b - 1
-        try:
-            value = float(model.multiplier(clock.now(t, unit), d))
-        except (OverflowError, ZeroDivisionError, ValueError):
-            value = math.inf
-        if not math.isfinite(value) or abs(value) > MAX_MULTIPLIER:
-            return (batch, value), 0.0
-        points += 1
-        zeros += value == 0
-    return None, zeros / points if points else 0.0
+    # batch b trains with the multiplier at timestamp b - 1 (batch 0 with the one at 0)
+    return sweep(lambda batch: model.multiplier(clock.now(max(batch - 1, 0), unit), d), total)
 
 
 def _large_fields(model: ScheduleModel, path: str) -> list[str]:
@@ -274,6 +324,12 @@ def _large_fields(model: ScheduleModel, path: str) -> list[str]:
     for name in type(model).model_fields:
         walk(getattr(model, name, None), join_path(path, [name]))
     return found
+
+
+def _torch_arguments(model: ScheduleModel, path: str) -> list[str]:
+    """The numeric arguments of a torch class (its model's extra keys): a growth factor of any size can cause it."""
+    extra = model.model_extra or {}
+    return [join_path(path, [k]) for k, v in extra.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
 
 
 def _unit(unit: str) -> str:

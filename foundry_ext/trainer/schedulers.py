@@ -14,6 +14,7 @@ the first call while it is built, before the first batch) and prints the warning
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from composer.core import State
@@ -21,10 +22,12 @@ from composer.optim import ComposerScheduler
 
 from foundry_ext.catalog.registry import SCHEDULE_MODELS
 from foundry_ext.config.base import build
-from foundry_ext.config.durations import Resolved, UnknownBatchesPerEpoch, max_duration_of, now
-from foundry_ext.config.errors import ConfigError, current_path
-from foundry_ext.config.notices import warn_once
+from foundry_ext.config.durations import Duration, Resolved, UnknownBatchesPerEpoch, max_duration_of, now
+from foundry_ext.config.errors import ConfigError, Problem, current_path
+from foundry_ext.config.notices import errors_first, warn_once
+from foundry_ext.config.train_yaml import RunClock
 from foundry_ext.schedules.base import ScheduleModel, run_check
+from foundry_ext.schedules.run_lr import STEPPED_POINTS, run_lr_findings, sweep, sweep_problem
 from foundry_ext.trainer.resume_check import ScheduleResumeCheck
 
 #: Composer's call, ``scheduler(state, ssr)``: ``compile_composer_scheduler`` passes ``ssr`` (scale_schedule_ratio)
@@ -40,11 +43,13 @@ CALL_SIGNATURE = inspect.Signature(
 class RunResolver:
     """Resolves a model's durations for the state's run, once per ``(max_duration, dataloader_len, ssr)``."""
 
-    __slots__ = ("_key", "_resolved", "_state_id", "model", "path")
+    __slots__ = ("_key", "_resolved", "_state_id", "batch_multiplier", "model", "path")
 
     def __init__(self, model: ScheduleModel, path: str) -> None:
         self.model = model
         self.path = path
+        #: ``batch -> multiplier`` of a schedule without a formula on the model (torch's): swept over the run too
+        self.batch_multiplier: Callable[[int], float] | None = None
         self._key: tuple | None = None
         self._resolved: Resolved | None = None
         self._state_id: int | None = None
@@ -73,12 +78,35 @@ class RunResolver:
                 f"{given} with max_duration={max_duration} need the number of batches per epoch, and this train "
                 "dataloader has no length; give the durations in ba, tok or sp",
             ) from None
-        if check.errors:
-            raise ConfigError(check.errors)
-        for warning in check.warnings:
+        errors, warnings = check.errors, check.warnings
+        if not errors and ssr == 1.0:
+            more_errors, more_warnings = self._run_lr(max_duration, dataloader_len)
+            errors, warnings = more_errors, [*warnings, *more_warnings]
+        if errors:
+            errors_first([str(problem) for problem in errors])
+            raise ConfigError(errors)
+        for warning in warnings:
             warn_once(str(warning))
         self._key, self._resolved = key, check.resolved
         return check.resolved  # type: ignore[return-value]
+
+    def _run_lr(self, max_duration: Duration, dataloader_len: int | None) -> tuple[list[Problem], list[Problem]]:
+        """The whole run's LR (:func:`~foundry_ext.schedules.run_lr.run_lr_findings`) with the Trainer's own length.
+
+        The pre-flight check made it from the YAML where the run length is known there; here it is known for ``ep``
+        too (the dataloader's length). Not with ``scale_schedule_ratio`` (the YAML's durations are then scaled).
+        """
+        clock = RunClock(max_duration, batches_per_epoch=dataloader_len)
+        errors, warnings = run_lr_findings(self.model, clock, self.path)
+        if not errors and self.batch_multiplier is not None:
+            try:
+                total = clock.total_batches
+            except (UnknownBatchesPerEpoch, ConfigError):  # a run in tokens or samples: not known before batch 0
+                total = 0
+            bad, _ = sweep(self.batch_multiplier, total, STEPPED_POINTS)
+            if bad is not None:
+                errors = [sweep_problem(self.model, bad, self.path)]
+        return errors, warnings
 
 
 class _Signature:

@@ -59,6 +59,8 @@ class TorchLRScheduler(ModelScheduler):
             raise ConfigError(
                 self.path, f"torch.optim.lr_scheduler.{self.config.type} rejected the arguments: {err}"
             ) from None
+        # the whole run's LR is checked at the first resolution: batch b trains with torch's step b - 1
+        self.resolve.batch_multiplier = lambda batch: self.engine.at(max(batch - 1, 0))
 
     def __call__(self, state: State, ssr: float = 1.0) -> float:
         self.resolve(state, ssr)  # the run checks, once (e.g. OneCycleLR.total_steps against max_duration)

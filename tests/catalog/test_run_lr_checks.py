@@ -109,6 +109,14 @@ CASES: dict[str, tuple[dict[str, Any], str, str, str]] = {
         {"eval_interval": "100ba", "scheduler": {"name": "reduce_lr_on_plateau"}},
         "eval_interval", "never evaluates", "warning",
     ),
+    "cosine_with_warmup-alpha_f-1e6": (
+        {"scheduler": {"name": "cosine_with_warmup", "t_warmup": "2ba", "alpha_f": 1e6}},
+        "scheduler", "the LR is 1e+06 x optimizer.lr (more than 1000x); check scheduler.alpha_f", "error",
+    ),
+    "linear-alpha_i-inf": (
+        {"scheduler": {"name": "linear", "alpha_i": 5000.0}},
+        "scheduler", "5000 x optimizer.lr (more than 1000x); check scheduler.alpha_i", "error",
+    ),
     "wsd-ends-at-half-the-run": (
         {"scheduler": {"name": "warmup_stable_decay", "t_warmup": "0ba", "t_decay": "0.25dur", "t_max": "0.5dur"}},
         "scheduler", "the LR is exactly 0 for", "warning",
@@ -180,3 +188,49 @@ def test_valid_multistep_without_milestones_is_a_note() -> None:
     found = check_train_config(cfg)
     assert (found.errors, found.warnings) == ([], [])
     assert any("scheduler.milestones: [] has no milestone" in note for note in found.notes)
+
+
+# torch's classes have no formula on the model: validate sweeps them through torch (the preview), and the Trainer's
+# first call of the scheduler, while it is built, makes the same sweep (foundry_ext/trainer/schedulers.py)
+TORCH_GROWS = {"name": "torch_lr_scheduler", "type": "ExponentialLR", "gamma": 10.0}
+TORCH_LINE = "scheduler: the LR of batch 5 is 10000 x optimizer.lr (more than 1000x); check scheduler.gamma"
+
+
+def test_validate_sweeps_a_torch_scheduler(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = _config(tmp_path, {"scheduler": TORCH_GROWS})
+    assert main(["validate", str(config)]) == 2
+    assert capsys.readouterr().err.splitlines()[0] == f"{config}: {TORCH_LINE}"
+
+
+def test_trainer_stops_a_torch_scheduler_before_batch_0(capsys: pytest.CaptureFixture[str]) -> None:
+    """A real Trainer: the line is printed first, then the ConfigError; no batch is trained."""
+    from foundry_ext.trainer.torch_lr import TorchLRScheduler
+    from tests.support.trainer_utils import make_trainer
+
+    kwargs = {k: v for k, v in TORCH_GROWS.items() if k != "name"}
+    with pytest.raises(ConfigError) as raised:
+        make_trainer([TorchLRScheduler(**kwargs)], max_duration="40ba")
+    assert str(raised.value) == TORCH_LINE
+    assert capsys.readouterr().err.splitlines()[0] == f"foundry-ext: error: {TORCH_LINE}"
+    # growth that stays in bounds over the run trains: 1.1 ** 39 = 41 x
+    make_trainer([TorchLRScheduler(type="ExponentialLR", gamma=1.1)], max_duration="40ba")[0].fit()
+
+
+def test_trainer_checks_the_run_in_epochs_with_the_dataloader_length(capsys: pytest.CaptureFixture[str]) -> None:
+    """A run in epochs: the YAML alone may not say how many batches an epoch has; the Trainer's dataloader does."""
+    from foundry_ext.trainer.schedulers import WarmupStableDecayScheduler
+    from tests.support.trainer_utils import make_trainer
+
+    # 2 epochs of 16 batches: t_max 0.01dur is 0 batches, which the formula needs positive
+    with pytest.raises(ConfigError, match=r"^scheduler\.t_max: '0\.01dur' converts to 0 batches"):
+        make_trainer([WarmupStableDecayScheduler(t_warmup="0ba", t_decay="0ba", t_max="0.01dur")], max_duration="2ep")
+    assert capsys.readouterr().err.startswith("foundry-ext: error: scheduler.t_max: '0.01dur' converts to 0 batches")
+
+
+def test_composer_extreme_needs_no_run_length() -> None:
+    """A run in epochs whose YAML does not say the batches per epoch: the alpha bound is still checked."""
+    model = validate_block({"name": "cosine_with_warmup", "t_warmup": "2ba", "alpha_f": 1e6}, "scheduler")
+    errors, _ = run_lr_findings(model, RunClock(parse("2ep")))
+    assert [str(e) for e in errors] == [
+        "scheduler: the LR is 1e+06 x optimizer.lr (more than 1000x); check scheduler.alpha_f"
+    ]
