@@ -211,3 +211,17 @@ def _opcodes(path: Path) -> int:
     with zipfile.ZipFile(path) as archive:
         name = next(n for n in archive.namelist() if n.endswith("/data.pkl"))
         return sum(1 for _ in pickletools.genops(io.BytesIO(archive.read(name))))
+
+
+@pytest.mark.parametrize("numel", [2**28, 2**33])
+def test_legacy_file_declaring_a_huge_storage_is_refused_within_bounds(tmp_path: Path, numel: int) -> None:
+    """A legacy-format (not zip) ``torch.save`` file whose storage declares 1-32 GiB of 3 written: torch.load reads
+    the storage into memory it maps lazily and fails on the short read; one line, torch's import the only cost."""
+    buffer = io.BytesIO()
+    torch.save({"state": {"model": {"w": torch.zeros(3)}}}, buffer, _use_new_zipfile_serialization=False)
+    blob = buffer.getvalue()
+    at = len(blob) - 3 * 4 - 8  # the one storage: its element count (8 bytes), then 3 float32
+    assert struct.unpack("<q", blob[at : at + 8])[0] == 3
+    path = tmp_path / "legacy.pt"
+    path.write_bytes(blob[:at] + struct.pack("<q", numel) + blob[at + 8 :])
+    _assert_refused_within_bounds(path, "is not a readable torch checkpoint", torch_imported=True)
