@@ -337,11 +337,11 @@ def test_sharded_folder_written_by_two_ranks(tmp_path: Path) -> None:
     """Two processes (gloo) save one checkpoint: .metadata names both ranks' shard files, and each is checked."""
     import torch.multiprocessing as mp
 
-    from tests.support.multirank import _free_port, write_sharded_checkpoint
+    from tests.support.multirank import free_port, write_sharded_checkpoint
 
     folder = tmp_path / "ep0-ba8"
     ranks = mp.start_processes(
-        write_sharded_checkpoint, args=(2, str(folder), _free_port()), nprocs=2, join=False, start_method="spawn"
+        write_sharded_checkpoint, args=(2, str(folder), free_port()), nprocs=2, join=False, start_method="spawn"
     )
     deadline = time.monotonic() + 120  # a hung rank fails this test; it must not hold the suite until its timeout
     while not ranks.join(timeout=1):

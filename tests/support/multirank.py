@@ -24,27 +24,41 @@ import torch
 from foundry_ext.checkpoint import load_checkpoint_safely
 from tests.support.launcher import COMPOSER, REPO, TRAIN_PY
 
-__all__ = ["checkpoint_differences", "kill", "launch", "lost_shm_race", "read_metrics", "same_bits"]
+__all__ = ["checkpoint_differences", "free_port", "kill", "launch", "lost_shm_race", "read_metrics", "same_bits"]
 
 JSONL_LOGGER = REPO / "tests" / "support" / "jsonl_logger.py"
 FAULT_HOOKS = REPO / "tests" / "support" / "fault_hooks.py"
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
 def launch(
-    yaml_path: Path, overrides: list[str], *, nproc: int, log: Path, env: dict[str, str] | None = None
+    yaml_path: Path,
+    overrides: list[str],
+    *,
+    nproc: int,
+    log: Path,
+    env: dict[str, str] | None = None,
+    launcher_args: list[str] | None = None,
+    cwd: Path = REPO,
+    prefix: tuple[str, ...] = (),
 ) -> subprocess.Popen:
-    """Start ``composer -n nproc train.py yaml_path overrides...`` in the repository, output to ``log``."""
-    cmd = [str(COMPOSER), "-n", str(nproc), "--master_port", str(_free_port()), str(TRAIN_PY), str(yaml_path)]
+    """Start ``composer -n nproc train.py yaml_path overrides...`` in the repository, output to ``log``.
+
+    ``launcher_args`` replace ``--master_port <a free port>`` (a node of a multi-node job names its rank and node 0's
+    address and port). ``cwd``: where it runs (each node of a job has its own: llm-foundry's ranks signal each
+    other through files named alike on every node, in the working directory).
+    """
+    launcher = launcher_args if launcher_args is not None else ["--master_port", str(free_port())]
+    cmd = [*prefix, str(COMPOSER), "-n", str(nproc), *launcher, str(TRAIN_PY), str(yaml_path)]
     full_env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1", **(env or {})}
     with open(log, "w") as out:  # the child keeps its own copy of the descriptor
         return subprocess.Popen(
-            [*cmd, *overrides], cwd=REPO, env=full_env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            [*cmd, *overrides], cwd=cwd, env=full_env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
         )
 
 
