@@ -27,7 +27,13 @@ from foundry_ext.config.errors import ConfigError, Problem, current_path
 from foundry_ext.config.notices import errors_first, warn_once
 from foundry_ext.config.train_yaml import RunClock
 from foundry_ext.schedules.base import ScheduleModel, run_check
-from foundry_ext.schedules.run_lr import STEPPED_POINTS, run_lr_findings, sweep, sweep_problem
+from foundry_ext.schedules.run_lr import (
+    STEPPED_POINTS,
+    plateau_interval_warning,
+    run_lr_findings,
+    sweep,
+    sweep_problem,
+)
 from foundry_ext.trainer.resume_check import ScheduleResumeCheck
 
 #: Composer's call, ``scheduler(state, ssr)``: ``compile_composer_scheduler`` passes ``ssr`` (scale_schedule_ratio)
@@ -98,6 +104,10 @@ class RunResolver:
         """
         clock = RunClock(max_duration, batches_per_epoch=dataloader_len)
         errors, warnings = run_lr_findings(self.model, clock, self.path)
+        interval = getattr(self.model, "check_interval", None)  # a plateau on a train loss: does it ever check?
+        if interval is not None:
+            never = plateau_interval_warning(interval, clock, f"{self.path}.check_interval")
+            warnings = [*warnings, *([never] if never is not None else [])]
         if not errors and self.batch_multiplier is not None:
             try:
                 total = clock.total_batches

@@ -234,3 +234,19 @@ def test_composer_extreme_needs_no_run_length() -> None:
     assert [str(e) for e in errors] == [
         "scheduler: the LR is 1e+06 x optimizer.lr (more than 1000x); check scheduler.alpha_f"
     ]
+
+
+def test_trainer_warns_of_a_plateau_that_never_checks_in_a_run_in_epochs(capsys: pytest.CaptureFixture[str]) -> None:
+    """A train-loss plateau in a run of 2 epochs of 16 batches: ``check_interval: 50ba`` never closes; one warning."""
+    from foundry_ext.config import notices
+    from foundry_ext.trainer.plateau import ReduceLROnPlateauScheduler
+    from tests.support.trainer_utils import make_trainer
+
+    notices._seen.clear()
+    scheduler = ReduceLROnPlateauScheduler(monitor="loss/train/total", check_interval="50ba")
+    make_trainer([scheduler], max_duration="2ep")
+    lines = [line for line in capsys.readouterr().err.splitlines() if "check_interval" in line]
+    assert lines == [
+        "foundry-ext: warning: scheduler.check_interval: '50ba' is longer than the run (max_duration=2ep, one batch = "
+        "1 ba): the plateau never checks its monitor and never cuts the LR in this run"
+    ]
