@@ -73,7 +73,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("/tmp/bench_law_tiny.json"))
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--no-grid", action="store_true", help="(b) only: skip the six WSD runs of (c)")
+    parser.add_argument("--from-json", type=Path, help="report on the runs of an earlier --out file, training nothing")
+    parser.add_argument("--fit-from", type=int, default=0, help="fit on the losses from this batch on only")
+    parser.add_argument("--law-form", choices=("multipower", "tissue"), default="multipower")
     args = parser.parse_args(argv)
+    if args.from_json is not None:
+        runs = {
+            name: {int(s): r for s, r in by_seed.items()}
+            for name, by_seed in json.loads(args.from_json.read_text()).items()
+        }
+        args.seeds = sorted({s for by_seed in runs.values() for s in by_seed})
+        args.batches = len(runs["fit: constant"][args.seeds[0]]["lr"])
+        args.eval_interval = runs["fit: constant"][args.seeds[0]]["evals"][0][0]
+        print(report(runs, args))
+        return 0
     if args.quick:
         args.batches, args.eval_interval, args.seeds = 40, 4, [17]
     data = _common.ensure_data(args.data)
@@ -99,26 +112,29 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def trace_of(name: str, run: dict[str, Any]) -> Trace:
-    steps = np.array([b for b, _ in run["evals"]])
-    return Trace(name, np.array(run["lr"]), steps, np.array([v for _, v in run["evals"]]))
+def trace_of(name: str, run: dict[str, Any], start: int = 0) -> Trace:
+    """The run as a law trace, with the losses measured from batch ``start`` on."""
+    evals = [(b, v) for b, v in run["evals"] if b >= start]
+    return Trace(name, np.array(run["lr"]), np.array([b for b, _ in evals]), np.array([v for _, v in evals]))
 
 
 def report(runs: dict[str, dict[int, dict[str, Any]]], args: argparse.Namespace) -> str:
     seeds = args.seeds
     fit_names = [n for n in runs if n.startswith("fit: ")]
     held = [n for n in runs if not n.startswith(("fit: ", "grid: "))]
-    lines = [f"Horizon {args.batches} batches, eval every {args.eval_interval}, seeds {seeds}.", "",
+    form, start = getattr(args, "law_form", "multipower"), getattr(args, "fit_from", 0)
+    lines = [f"Horizon {args.batches} batches, eval every {args.eval_interval}, seeds {seeds}; {form} law fitted on "
+             f"the losses from batch {start} on.", "",
              "| schedule | measured final (mean) | seed sd | predicted (mean) | error mean | error max |",
              "|---|---|---|---|---|---|"]  # fmt: skip
     preds: dict[str, list[float]] = {n: [] for n in runs}
     fits = {}
     for seed in seeds:
-        law = fit([trace_of(n, runs[n][seed]) for n in fit_names])
+        law = fit([trace_of(n, runs[n][seed], start) for n in fit_names], form)
         fits[seed] = law
         for n in runs:
             lr = np.array(runs[n][seed]["lr"])
-            preds[n].append(float(predict("multipower", list(law.params.values()), lr, np.array([len(lr)]))[0]))
+            preds[n].append(float(predict(form, list(law.params.values()), lr, np.array([len(lr)]))[0]))
     measured = {n: [runs[n][s]["evals"][-1][1] for s in seeds] for n in runs}
     for n in fit_names + held:
         err = [abs(p - m) for p, m in zip(preds[n], measured[n], strict=True)]
@@ -135,8 +151,8 @@ def report(runs: dict[str, dict[int, dict[str, Any]]], args: argparse.Namespace)
                      + f"; fit worst rel. error {worst:.3%}")  # fmt: skip
     grid = [n for n in runs if n.startswith("grid: ")]
     if grid:
-        law = fit([trace_of(f"{n} {s}", runs[n][s]) for n in fit_names for s in seeds])
-        p = {n: float(predict("multipower", list(law.params.values()), np.array(runs[n][seeds[0]]["lr"]),
+        law = fit([trace_of(f"{n} {s}", runs[n][s], start) for n in fit_names for s in seeds], form)
+        p = {n: float(predict(form, list(law.params.values()), np.array(runs[n][seeds[0]]["lr"]),
                               np.array([len(runs[n][seeds[0]]["lr"])]))[0]) for n in grid}  # fmt: skip
         m = {n: statistics.mean(measured[n]) for n in grid}
         best_p, best_m = min(grid, key=p.get), min(grid, key=m.get)

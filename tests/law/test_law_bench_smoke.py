@@ -5,18 +5,35 @@ from __future__ import annotations
 import importlib
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
-def test_bench_law_quick(capsys: pytest.CaptureFixture[str]) -> None:
+def _bench(name: str) -> ModuleType:
+    """A benchmark script of bench/ as a module (they import their neighbours by name)."""
     sys.path.insert(0, str(BENCH))
     try:
-        bench = importlib.import_module("bench_law")
+        return importlib.import_module(name)
     finally:
         sys.path.remove(str(BENCH))
+
+
+def test_bench_law_quick(capsys: pytest.CaptureFixture[str]) -> None:
+    bench = _bench("bench_law")
     assert bench.main(["--quick"]) == 0
     out = capsys.readouterr().out
     assert "fit, multi-power law, 3 curves of 24,000 steps" in out and "predict a 100,000-batch WSD" in out
+
+
+def test_bench_law_tiny_reports_the_recorded_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/benchmarks.md section 9's tiny-model tables come from bench/data/law-tiny-1000ba.json, re-reported here."""
+    bench = _bench("bench_law_tiny")
+    assert bench.main(["--from-json", str(BENCH / "data" / "law-tiny-1000ba.json")]) == 0
+    out = capsys.readouterr().out
+    # the measured column is the recorded runs'; the law's figures are refitted here and match the doc's table
+    assert "| wsd linear 20% | 1.2877 | 0.0017 | 1.2296 | 0.0581 | 0.0721 |" in out, out
+    assert "equal: False" in out
+    assert "law's best: grid: 0.1dur linear (measured 1.2913); grid's best: grid: 0.4dur linear (1.2862)" in out
