@@ -8,16 +8,22 @@ LR is 1.0 (:mod:`foundry_ext.trainer.torch_engine`). The arguments are validated
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from typing import Any
 
 from composer.core import State
 
+from foundry_ext.catalog.registry import validate_block
 from foundry_ext.config.errors import ConfigError
+from foundry_ext.config.notices import errors_first
+from foundry_ext.config.train_yaml import run_clock
+from foundry_ext.schedules.run_lr import STEPPED_POINTS, sweep, sweep_problem
 from foundry_ext.schedules.torch import REFUSED, TORCH_MODELS, TorchLR
 from foundry_ext.trainer.schedulers import ModelScheduler
 from foundry_ext.trainer.torch_engine import TorchSchedule
 
-__all__ = ["SUPPORTED_TYPES", "TorchLRScheduler", "torch_step"]
+__all__ = ["SUPPORTED_TYPES", "TorchLRScheduler", "torch_run_transform", "torch_step"]
 
 #: The torch classes ``type`` may name.
 SUPPORTED_TYPES: tuple[str, ...] = tuple(sorted(TORCH_MODELS))
@@ -73,3 +79,28 @@ class TorchLRScheduler(ModelScheduler):
                 "batches",
             )
         return self.engine.at(t)
+
+
+def torch_run_transform(cfg: dict[str, Any]) -> dict[str, Any]:
+    """llm-foundry config transform: a ``torch_lr_scheduler``'s LR over the whole run, before anything is built.
+
+    The pre-flight transform (:mod:`foundry_ext.catalog.preflight`) sweeps every other scheduler from the YAML; torch's
+    classes need torch's own arithmetic (:mod:`foundry_ext.trainer.torch_engine`), so their sweep is this transform,
+    registered beside it. A block the pre-flight check refuses, or a run whose length the YAML does not tell, is left
+    to it and to the Trainer's first call. The config is returned unchanged.
+    """
+    block = cfg.get("scheduler")
+    if not isinstance(block, Mapping) or block.get("name") != "torch_lr_scheduler":
+        return cfg
+    try:
+        model = validate_block(dict(block), "scheduler")
+        total = run_clock(cfg, world_size=int(os.environ.get("WORLD_SIZE", "1") or 1)).total_batches
+        engine = TorchSchedule(model.type, model.torch_kwargs())  # type: ignore[union-attr]
+    except Exception:  # reported by the pre-flight transform, or checked when the Trainer knows the run
+        return cfg
+    bad, _ = sweep(lambda batch: engine.at(max(batch - 1, 0)), total, STEPPED_POINTS)
+    if bad is not None:
+        problem = sweep_problem(model, bad)  # type: ignore[arg-type]
+        errors_first([str(problem)])
+        raise ConfigError([problem])
+    return cfg

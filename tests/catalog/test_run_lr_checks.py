@@ -202,6 +202,17 @@ def test_validate_sweeps_a_torch_scheduler(tmp_path: Path, capsys: pytest.Captur
     assert capsys.readouterr().err.splitlines()[0] == f"{config}: {TORCH_LINE}"
 
 
+def test_training_stops_a_torch_scheduler_before_building_anything(tmp_path: Path) -> None:
+    """llm-foundry's ``train_from_yaml``: the torch sweep is a config transform too, before tokenizer, model, data."""
+    from llmfoundry.command_utils import train_from_yaml
+
+    with pytest.raises(ConfigError) as raised:
+        train_from_yaml(str(_config(tmp_path, {"scheduler": TORCH_GROWS})), [])
+    frames = [frame.f_code.co_name for frame, _ in traceback.walk_tb(raised.value.__traceback__)]
+    assert "torch_run_transform" in frames and "build_composer_model" not in frames
+    assert str(raised.value) == TORCH_LINE
+
+
 def test_trainer_stops_a_torch_scheduler_before_batch_0(capsys: pytest.CaptureFixture[str]) -> None:
     """A real Trainer: the line is printed first, then the ConfigError; no batch is trained."""
     from foundry_ext.trainer.torch_lr import TorchLRScheduler
