@@ -122,7 +122,7 @@ def report(runs: dict[str, dict[int, dict[str, Any]]], args: argparse.Namespace)
     seeds = args.seeds
     fit_names = [n for n in runs if n.startswith("fit: ")]
     held = [n for n in runs if not n.startswith(("fit: ", "grid: "))]
-    form, start = getattr(args, "law_form", "multipower"), getattr(args, "fit_from", 0)
+    form, start = args.law_form, args.fit_from
     lines = [f"Horizon {args.batches} batches, eval every {args.eval_interval}, seeds {seeds}; {form} law fitted on "
              f"the losses from batch {start} on.", "",
              "| schedule | measured final (mean) | seed sd | predicted (mean) | error mean | error max |",

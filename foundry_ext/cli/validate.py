@@ -122,11 +122,11 @@ def _evaluate(cfg: dict[str, Any], found: Any, warnings: list[str]) -> list[str]
     if not problems and model is not None and model.kind == "torch":
         # torch's classes have no formula on the model: the pre-flight check could not sweep the run; the Trainer's
         # first call makes the same sweep (foundry_ext/trainer/schedulers.py, RunResolver)
-        from foundry_ext.schedules.run_lr import STEPPED_POINTS, sweep, sweep_problem
+        from foundry_ext.schedules.run_lr import stepped_lr_problem
 
-        bad, _ = sweep(preview.multiplier, total, STEPPED_POINTS)
-        if bad is not None:
-            problems.append(str(sweep_problem(model, bad)))
+        problem = stepped_lr_problem(model, preview.multiplier, total)
+        if problem is not None:
+            problems.append(str(problem))
     return problems
 
 

@@ -35,8 +35,7 @@ __all__ = [
     "likely_mistakes",
     "plateau_interval_warning",
     "run_lr_findings",
-    "sweep",
-    "sweep_problem",
+    "stepped_lr_problem",
 ]
 
 MAX_MULTIPLIER = 1e3
@@ -77,7 +76,7 @@ def run_lr_findings(
     if converted is None:  # the run length is not known here; the extreme of Composer's classes needs none
         bad = None if model.has_formula else _alpha_extreme(model)
         if bad is not None:
-            errors.append(sweep_problem(model, bad, path))
+            errors.append(_sweep_problem(model, bad, path))
         return errors, warnings
     for name, (given, done) in converted.items():
         if given.value > 0 and done.value == 0:
@@ -120,7 +119,7 @@ def run_lr_findings(
     else:
         bad, zero_share = _sweep(model, clock, path)
     if bad is not None:
-        errors.append(sweep_problem(model, bad, path))
+        errors.append(_sweep_problem(model, bad, path))
     elif zero_share > ZERO_SHARE:
         zeros = [n for n, (g, d) in converted.items() if d.value == 0 and g.value > 0] or [
             k for k in ("alpha_f", "gamma", "scale_min", "peaks") if k in type(model).model_fields
@@ -256,7 +255,7 @@ def _batches(total: int, max_points: int = MAX_POINTS) -> Iterator[int]:
         yield total - 1
 
 
-def sweep(
+def _sweep_batches(
     multiplier: Callable[[int], float], total: int, max_points: int = MAX_POINTS
 ) -> tuple[tuple[int, float] | None, float]:
     """The first batch whose multiplier is out of bounds, with its value; and the share of batches at exactly 0.
@@ -279,8 +278,8 @@ def sweep(
     return None, zeros / points if zeros > 2 else 0.0
 
 
-def sweep_problem(model: ScheduleModel, bad: tuple[int, float], path: str = "scheduler") -> Problem:
-    """The error line of a multiplier :func:`sweep` found out of bounds, naming the fields that can cause it."""
+def _sweep_problem(model: ScheduleModel, bad: tuple[int, float], path: str) -> Problem:
+    """The error line of a multiplier found out of bounds, naming the fields that can cause it."""
     batch, value = bad
     fields = ", ".join(_large_fields(model, path) or _torch_arguments(model, path)) or path
     where = f"the LR of batch {batch}" if batch >= 0 else "the LR"
@@ -288,6 +287,18 @@ def sweep_problem(model: ScheduleModel, bad: tuple[int, float], path: str = "sch
         "is not finite" if not math.isfinite(value) else f"is {value:g} x optimizer.lr (more than {MAX_MULTIPLIER:g}x)"
     )
     return Problem(path, f"{where} {how}; check {fields}")
+
+
+def stepped_lr_problem(
+    model: ScheduleModel, multiplier: Callable[[int], float], total: int, path: str = "scheduler"
+) -> Problem | None:
+    """The error of a schedule computed by stepping (torch's classes) whose LR leaves the bounds in the run, or None.
+
+    ``multiplier(batch)`` is the multiplier 0-indexed ``batch`` trains with; at most :data:`STEPPED_POINTS` of the
+    ``total`` batches are evaluated. ``validate``, the torch config transform and the Trainer's first call share it.
+    """
+    bad, _ = _sweep_batches(multiplier, total, STEPPED_POINTS)
+    return None if bad is None else _sweep_problem(model, bad, path)
 
 
 def _sweep(model: ScheduleModel, clock: RunClock, path: str) -> tuple[tuple[int, float] | None, float]:
@@ -301,7 +312,7 @@ def _sweep(model: ScheduleModel, clock: RunClock, path: str) -> tuple[tuple[int,
         return None, 0.0
     d, unit = check.resolved.values, check.resolved.unit
     # batch b trains with the multiplier at timestamp b - 1 (batch 0 with the one at 0)
-    return sweep(lambda batch: model.multiplier(clock.now(max(batch - 1, 0), unit), d), total)
+    return _sweep_batches(lambda batch: model.multiplier(clock.now(max(batch - 1, 0), unit), d), total)
 
 
 def _large_fields(model: ScheduleModel, path: str) -> list[str]:

@@ -27,13 +27,7 @@ from foundry_ext.config.errors import ConfigError, Problem, current_path
 from foundry_ext.config.notices import errors_first, warn_once
 from foundry_ext.config.train_yaml import RunClock
 from foundry_ext.schedules.base import ScheduleModel, run_check
-from foundry_ext.schedules.run_lr import (
-    STEPPED_POINTS,
-    plateau_interval_warning,
-    run_lr_findings,
-    sweep,
-    sweep_problem,
-)
+from foundry_ext.schedules.run_lr import plateau_interval_warning, run_lr_findings, stepped_lr_problem
 from foundry_ext.trainer.resume_check import ScheduleResumeCheck
 
 #: Composer's call, ``scheduler(state, ssr)``: ``compile_composer_scheduler`` passes ``ssr`` (scale_schedule_ratio)
@@ -107,15 +101,16 @@ class RunResolver:
         interval = getattr(self.model, "check_interval", None)  # a plateau on a train loss: does it ever check?
         if interval is not None:
             never = plateau_interval_warning(interval, clock, f"{self.path}.check_interval")
-            warnings = [*warnings, *([never] if never is not None else [])]
+            if never is not None:
+                warnings = [*warnings, never]
         if not errors and self.batch_multiplier is not None:
             try:
                 total = clock.total_batches
             except (UnknownBatchesPerEpoch, ConfigError):  # a run in tokens or samples: not known before batch 0
                 total = 0
-            bad, _ = sweep(self.batch_multiplier, total, STEPPED_POINTS)
-            if bad is not None:
-                errors = [sweep_problem(self.model, bad, self.path)]
+            problem = stepped_lr_problem(self.model, self.batch_multiplier, total, self.path)
+            if problem is not None:
+                errors = [problem]
         return errors, warnings
 
 

@@ -9,7 +9,7 @@ LR is 1.0 (:mod:`foundry_ext.trainer.torch_engine`). The arguments are validated
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from composer.core import State
@@ -18,7 +18,7 @@ from foundry_ext.catalog.registry import validate_block
 from foundry_ext.config.errors import ConfigError
 from foundry_ext.config.notices import errors_first
 from foundry_ext.config.train_yaml import run_clock
-from foundry_ext.schedules.run_lr import STEPPED_POINTS, sweep, sweep_problem
+from foundry_ext.schedules.run_lr import stepped_lr_problem
 from foundry_ext.schedules.torch import REFUSED, TORCH_MODELS, TorchLR
 from foundry_ext.trainer.schedulers import ModelScheduler
 from foundry_ext.trainer.torch_engine import TorchSchedule
@@ -65,8 +65,8 @@ class TorchLRScheduler(ModelScheduler):
             raise ConfigError(
                 self.path, f"torch.optim.lr_scheduler.{self.config.type} rejected the arguments: {err}"
             ) from None
-        # the whole run's LR is checked at the first resolution: batch b trains with torch's step b - 1
-        self.resolve.batch_multiplier = lambda batch: self.engine.at(max(batch - 1, 0))
+        # the whole run's LR is checked at the first resolution
+        self.resolve.batch_multiplier = _trains_with(self.engine)
 
     def __call__(self, state: State, ssr: float = 1.0) -> float:
         self.resolve(state, ssr)  # the run checks, once (e.g. OneCycleLR.total_steps against max_duration)
@@ -98,9 +98,13 @@ def torch_run_transform(cfg: dict[str, Any]) -> dict[str, Any]:
         engine = TorchSchedule(model.type, model.torch_kwargs())  # type: ignore[union-attr]
     except Exception:  # reported by the pre-flight transform, or checked when the Trainer knows the run
         return cfg
-    bad, _ = sweep(lambda batch: engine.at(max(batch - 1, 0)), total, STEPPED_POINTS)
-    if bad is not None:
-        problem = sweep_problem(model, bad)  # type: ignore[arg-type]
+    problem = stepped_lr_problem(model, _trains_with(engine), total)  # type: ignore[arg-type]
+    if problem is not None:
         errors_first([str(problem)])
         raise ConfigError([problem])
     return cfg
+
+
+def _trains_with(engine: TorchSchedule) -> Callable[[int], float]:
+    """``batch -> multiplier`` that 0-indexed ``batch`` trains with: torch's step ``batch - 1`` (batch 0: step 0)."""
+    return lambda batch: engine.at(max(batch - 1, 0))
