@@ -13,7 +13,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -29,6 +28,7 @@ from foundry_ext import ConfigError
 from foundry_ext.checkpoint import load_checkpoint_safely
 from foundry_ext.schedules.plateau_rule import PlateauRule, PlateauState
 from foundry_ext.trainer.plateau import ReduceLROnPlateauScheduler
+from tests.support.multirank import free_port
 from tests.support.trainer_utils import LRRecorder, make_trainer
 
 MONITOR = "metrics/eval/Scripted"
@@ -289,12 +289,6 @@ def test_preview_with_a_min_lr_list_replays_group_0() -> None:
 # -- two ranks through the real launcher -----------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _jsonl(path: Path) -> dict[str, dict[int, float]]:
     out: dict[str, dict[int, float]] = {}
     for line in path.read_text().splitlines():
@@ -315,7 +309,7 @@ def test_two_ranks_floor_each_group_at_its_own_min_lr(demo_data: Path, tmp_path:
     """
     repo = Path(__file__).resolve().parents[2]
     cmd = [
-        str(Path(sys.executable).with_name("composer")), "-n", "2", "--master_port", str(_free_port()),
+        str(Path(sys.executable).with_name("composer")), "-n", "2", "--master_port", str(free_port()),
         str(repo / "train.py"), str(repo / "yamls" / "tiny-resume.yaml"),
         f"variables.data_local={demo_data}",
         f"save_folder={tmp_path}/checkpoints",

@@ -20,7 +20,6 @@ import json
 import math
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -31,6 +30,7 @@ import pytest
 
 from foundry_ext.checkpoint import load_checkpoint_safely
 from foundry_ext.cli import main as cli_main
+from tests.support.multirank import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 COMPOSER = Path(sys.executable).parent / "composer"
@@ -56,14 +56,8 @@ def demo_dir(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     return Path(getattr(data, "path", data))
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _launch(overrides: list[str], log: Path) -> subprocess.Popen:
-    cmd = [str(COMPOSER), "-n", "2", "--master_port", str(_free_port()), "train.py", str(YAML), *overrides]
+    cmd = [str(COMPOSER), "-n", "2", "--master_port", str(free_port()), "train.py", str(YAML), *overrides]
     env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
     with open(log, "w") as out:  # the child keeps its own copy of the descriptor
         # a session of its own: the kill takes the launcher and both ranks at once
