@@ -1,15 +1,16 @@
 """Does ``foundry-ext lr-find``'s suggestion hold on data and models it was not tuned on? Leave-one-corpus-out.
 
 Run: ``.venv/bin/python bench/bench_lr_find.py --cache /tmp/lrf/cache.json --json /tmp/lrf/bench.json`` (about
-28 minutes on 2 idle cores; ``--jobs 2`` processes by default; ``--quick`` to smoke).
+45 minutes on 2 idle cores; ``--jobs 2`` processes by default; ``--quick`` to smoke).
 
-Cells: 4 corpora (``bench/corpora.py``: grammar, arithmetic, copy, zipf; 64-token rows) x 2 model sizes (MPT,
-``xs``: d_model 32, 2 layers; ``s``: d_model 64, 2 layers) x 2 batch sizes (8 and 32 rows). In every cell:
+Cells: 4 corpora (``bench/corpora.py``: grammar, arithmetic, copy, zipf; 64-token rows) x 3 model sizes (MPT, 2
+layers, d_model ``xxs`` 16, ``xs`` 32, ``s`` 64) x 2 batch sizes (8 and 32 rows). In every cell:
 
 1. the range test, :func:`foundry_ext.lr_find.lr_find` (what ``foundry-ext lr-find`` runs: llm-foundry's
-   ``train()``, 100 batches, 1e-7 -> 1.0), once per range-test seed (``variables.global_seed`` 17, 18, 19: model
-   initialisation and data order); the raw curve is kept, and every candidate (rule x reading x smoothing) is
-   computed from it afterwards (the rules only read the curve);
+   ``train()``, 100 batches from 1e-7 to 1 (Lightning's end) and to 10 (fastai's)), once per range-test seed
+   (``variables.global_seed`` 17, 18, 19: model initialisation and data order); the raw curve is kept, and every
+   candidate (rule x reading x smoothing x ramp end) is computed from it afterwards (the rules only read the
+   curve), as the LR the tool's ``optimizer.lr=`` line writes (2 significant digits: what a user trains);
 2. the ground truth: constant LRs on a half-decade grid from 1e-3 to 0.1 (one more half decade outward while the
    best is at an end), then the quarter decades either side of the best, 200 batches each, no warmup, for each
    sweep seed 17, 18, 19 (model initialisation and data order; ``bench/lr_sweep.py``: the runs of one seed share
@@ -25,8 +26,10 @@ also trained (same loop, every sweep seed), and pass or fail on their trained me
 
 Leave-one-corpus-out: for each corpus, the candidate is chosen on the other three corpora's cells only (fewest
 failures over their cells x seeds, then the lowest mean regret, then the lowest worst regret) and judged on the
-held-out corpus. Runs are deterministic on CPU: ``--cache FILE`` keeps every finished unit (range test or
-sweep), so an interrupted or repeated run only computes what is missing.
+held-out corpus. The range printed around the suggestion (``s / 10**d`` to ``s * 10**d``) is judged the same
+way: ``d`` from the other corpora, the held-out best LRs inside it or not. Runs are deterministic on CPU:
+``--cache FILE`` keeps every finished unit (range test or sweep), so an interrupted or repeated run only computes
+what is missing.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ import corpora
 
 CORPORA = list(corpora.CORPORA)
 SIZES: dict[str, dict[str, Any]] = {
+    "xxs": {"model.d_model": 16, "model.n_layers": 2},  # the narrowest: the highest best LR of the sizes
     "xs": {"model.d_model": 32, "model.n_layers": 2},
     "s": {"model.d_model": 64, "model.n_layers": 2},
 }
@@ -59,8 +63,12 @@ GRID = [10 ** (k / 2) for k in range(-6, -1)]  # 1e-3 ... 0.1, half decades; ext
 BETAS = [0.98, 0.9, 0.8, 0.6]
 READINGS = ("lag-matched", "batch-lr")
 FIND_SEEDS = [17, 18, 19]
+FIND_MAXES = [1.0, 10.0]  # the range test's last LR: Lightning's max_lr and fastai's end_lr
 SWEEP_SEEDS = [17, 18, 19]
-PREVIOUS_DEFAULT = ("minimum", "lag-matched", 0.8)  # chosen on the demo corpus alone, before this benchmark
+COMPARED = {  # shown per cell next to the default
+    "the default before this benchmark (chosen on the demo corpus alone)": ("minimum", "lag-matched", 0.8, 1.0),
+    "the default rule with fastai's ramp end, 10": ("minimum", "lag-matched", 0.9, 10.0),
+}
 SWEEP_BATCHES = 200
 FIND_BATCHES = 100
 DATA_ROOT = Path(os.environ.get("FOUNDRY_EXT_BENCH_CORPORA", "/tmp/foundry-ext-bench-corpora"))
@@ -108,13 +116,17 @@ def _init_worker() -> None:
     torch.set_num_threads(1)
 
 
-def unit_cell(data_root: str, cell: Cell, seeds: list[int], find_batches: int, lrs: dict[int, list[float]],
-              batches: int) -> dict[str, Any]:  # fmt: skip
-    """The cell's missing range tests (one per seed) and constant-LR runs (per sweep seed), in the shared loop."""
+def unit_cell(data_root: str, cell: Cell, finds_wanted: list[tuple[int, float]], find_batches: int,
+              lrs: dict[int, list[float]], batches: int) -> dict[str, Any]:  # fmt: skip
+    """The cell's missing range tests (per seed and ramp end) and constant-LR runs (per sweep seed), in the shared
+    loop."""
     import lr_sweep
 
     cfg = config(Path(data_root), cell, 1e-3, SWEEP_SEEDS[0])
-    finds = {seed: lr_sweep.range_test(cfg, seed, batches=find_batches) for seed in seeds}
+    finds = {
+        (seed, lr_max): lr_sweep.range_test(cfg, seed, lr_max=lr_max, batches=find_batches)
+        for seed, lr_max in finds_wanted
+    }
     scores, seconds = {}, {}
     for seed, mine in lrs.items():
         if mine:
@@ -139,8 +151,9 @@ class Cache:
             os.replace(tmp, self.path)
 
 
-def find_key(cell: Cell, seed: int, batches: int) -> str:
-    return f"loopfind|{cell.name}|{seed}|{batches}"
+def find_key(cell: Cell, seed: int, batches: int, lr_max: float) -> str:
+    # the ramp's end is in the key unless it is 1.0 (the first runs' only one: their cache entries stay valid)
+    return f"loopfind|{cell.name}|{seed}|{batches}" + ("" if lr_max == 1.0 else f"|max{lr_max!r}")
 
 
 def sweep_key(cell: Cell, lr: float, batches: int, seed: int) -> str:
@@ -151,7 +164,9 @@ def complete(args: argparse.Namespace, cache: Cache, cell: Cell) -> bool:
     """Whether ``cache`` has the cell's whole grid and every range-test seed."""
     return all(
         sweep_key(cell, lr, args.batches, seed) in cache.data for lr in args.grid for seed in args.sweep_seeds
-    ) and all(find_key(cell, seed, args.find_batches) in cache.data for seed in args.find_seeds)
+    ) and all(
+        find_key(cell, seed, args.find_batches, m) in cache.data for seed in args.find_seeds for m in args.find_maxes
+    )
 
 
 def run_units(args: argparse.Namespace, cache: Cache, cells: list[Cell], extra: dict[Cell, list[float]]) -> None:
@@ -165,7 +180,12 @@ def run_units(args: argparse.Namespace, cache: Cache, cells: list[Cell], extra: 
             seed: sorted(lr for lr in wanted if sweep_key(cell, lr, args.batches, seed) not in cache.data)
             for seed in args.sweep_seeds
         }
-        seeds = [s for s in args.find_seeds if find_key(cell, s, args.find_batches) not in cache.data]
+        seeds = [
+            (s, m)
+            for s in args.find_seeds
+            for m in args.find_maxes
+            if find_key(cell, s, args.find_batches, m) not in cache.data
+        ]
         n_runs = sum(map(len, lrs.values()))
         if n_runs or seeds:
             jobs.append((cost * (n_runs * 2 + len(seeds)), cell, seeds, lrs))
@@ -182,8 +202,8 @@ def run_units(args: argparse.Namespace, cache: Cache, cells: list[Cell], extra: 
         }
         for done, future in enumerate(cf.as_completed(futures), 1):
             cell, value = futures[future], future.result()
-            for seed, found in value["finds"].items():
-                cache.put(find_key(cell, seed, args.find_batches), found)
+            for (seed, lr_max), found in value["finds"].items():
+                cache.put(find_key(cell, seed, args.find_batches, lr_max), found)
             for seed, scores in value["scores"].items():
                 for lr, score in scores.items():
                     cache.put(sweep_key(cell, lr, args.batches, seed), score)
@@ -196,35 +216,48 @@ def run_units(args: argparse.Namespace, cache: Cache, cells: list[Cell], extra: 
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Candidates: rule x reading x beta, each a function of a recorded curve
+# Candidates: rule x reading x beta x ramp end, each a function of a recorded curve
 
 
-def rule_values(lrs: list[float], losses: list[float], beta: float, reading: str, batches: int) -> dict[str, Any]:
-    """Every candidate rule's suggestion on one curve, one smoothing factor and one reading."""
+def pasted(lr: float | None) -> float | None:
+    """The LR a user trains: the tool's ``optimizer.lr=`` line, 2 significant digits."""
+    from foundry_ext.lr_find.report import paste_value
+
+    return None if lr is None else float(paste_value(lr))
+
+
+def rule_values(lrs: list[float], losses: list[float], beta: float, reading: str,
+                batches: int) -> dict[str, tuple[float | None, bool]]:  # fmt: skip
+    """Every candidate rule's suggestion on one curve, one smoothing factor and one reading, as pasted, and whether
+    its point was the last of its window (:attr:`~foundry_ext.lr_find.rules.RuleResult.at_window_end`)."""
     from foundry_ext.lr_find.rules import smooth, smooth_lr, suggest_all
 
     xs = smooth_lr(lrs, beta) if reading == "lag-matched" else lrs
     found = suggest_all(xs, smooth(losses, beta), batches)
-    out: dict[str, float | None] = {name: r.lr for name, r in found.items()}
-    steep, low = out["steepest"], out["minimum"]
+    out = {name: (r.lr, r.at_window_end) for name, r in found.items()}
+    (steep, steep_end), (low, low_end) = out["steepest"], out["minimum"]
     # bench-only variants of `minimum` (a smaller fraction of the LR at the minimum)
     for k in (20, 30):
-        out[f"minimum/{k}"] = None if low is None else low * 10 / k
-    out["min(steepest,minimum)"] = None if steep is None or low is None else min(steep, low)
+        out[f"minimum/{k}"] = (None if low is None else low * 10 / k, low_end)
+    both = steep is not None and low is not None
+    out["min(steepest,minimum)"] = (min(steep, low) if both else None, steep_end or low_end)  # type: ignore[type-var]
     # the geometric middle of the two (tried as a combination of steepest descent and minimum; not in the tool)
-    out["middle"] = None if steep is None or low is None else math.sqrt(steep * low)
-    return out
+    out["middle"] = (math.sqrt(steep * low) if both else None, steep_end or low_end)  # type: ignore[operator]
+    return {name: (pasted(lr), end) for name, (lr, end) in out.items()}
 
 
-Key = tuple[str, str, float]  # (rule, reading, beta)
+Key = tuple[str, str, float, float]  # (rule, reading, beta, the ramp's end lr_max)
 
 
-def all_suggestions(curve: dict[str, Any], betas: Sequence[float], batches: int) -> dict[Key, float | None]:
-    out: dict[Key, float | None] = {}
-    for reading in READINGS:
-        for beta in betas:
-            for rule, lr in rule_values(curve["lrs"], curve["losses"], beta, reading, batches).items():
-                out[(rule, reading, beta)] = lr
+def all_suggestions(curves: dict[float, dict[str, Any]], betas: Sequence[float],
+                    batches: int) -> dict[Key, tuple[float | None, bool]]:  # fmt: skip
+    """Every candidate's suggestion on one cell and seed; ``curves``: the range test per ramp end."""
+    out: dict[Key, tuple[float | None, bool]] = {}
+    for lr_max, curve in curves.items():
+        for reading in READINGS:
+            for beta in betas:
+                for rule, value in rule_values(curve["lrs"], curve["losses"], beta, reading, batches).items():
+                    out[(rule, reading, beta, lr_max)] = value
     return out
 
 
@@ -321,6 +354,7 @@ class Instance:
     regret: float
     passes: bool
     position: float
+    at_window_end: bool
 
 
 def instances(cells: list[Cell], sweeps: dict[Cell, Sweep], sugg: dict[tuple[Cell, int], dict[Key, Any]],
@@ -329,10 +363,10 @@ def instances(cells: list[Cell], sweeps: dict[Cell, Sweep], sugg: dict[tuple[Cel
     for cell in cells:
         sweep = sweeps[cell]
         for seed in seeds:
-            for key, lr in sugg[(cell, seed)].items():
+            for key, (lr, end) in sugg[(cell, seed)].items():
                 loss = sweep.loss(lr)
                 out.setdefault(key, []).append(
-                    Instance(cell, seed, key, lr, loss, loss - sweep.best, sweep.passes(lr), sweep.position(lr))
+                    Instance(cell, seed, key, lr, loss, loss - sweep.best, sweep.passes(lr), sweep.position(lr), end)
                 )
     return out
 
@@ -358,8 +392,8 @@ def _fmt_loss(v: float) -> str:
 
 
 def _label(key: Key) -> str:
-    rule, reading, beta = key
-    return f"{rule}, {reading}, beta {beta:g}"
+    rule, reading, beta, lr_max = key
+    return f"{rule}, {reading}, beta {beta:g}, ramp to {lr_max:g}"
 
 
 def analyse(args: argparse.Namespace, cache: Cache, cells: list[Cell]) -> dict[str, Any]:
@@ -378,7 +412,9 @@ def analyse(args: argparse.Namespace, cache: Cache, cells: list[Cell]) -> dict[s
         }
         sweeps[cell] = Sweep(trained, {lr: per_seed[lr] for lr in trained})
     sugg = {
-        (cell, seed): all_suggestions(cache.data[find_key(cell, seed, n)], args.betas, n)
+        (cell, seed): all_suggestions(
+            {m: cache.data[find_key(cell, seed, n, m)] for m in args.find_maxes}, args.betas, n
+        )
         for n in [args.find_batches]
         for cell in cells
         for seed in args.find_seeds
@@ -404,9 +440,9 @@ def report(args: argparse.Namespace, cache: Cache, cells: list[Cell], res: dict[
         f"Sweep: constant LRs {args.grid[0]:.3g}-{args.grid[-1]:.3g} (half decades; one more outward while the "
         f"best is at an end) and the quarter decades either side of the best, "
         f"{args.batches} batches, seeds {', '.join(map(str, args.sweep_seeds))} (a score is the mean over them). "
-        f"Range test: {args.find_batches} batches, 1e-7 -> 1, seeds "
+        f"Range test: {args.find_batches} batches, 1e-7 -> {' and '.join(f'{m:g}' for m in args.find_maxes)}, seeds "
         f"{', '.join(map(str, seeds))}. Candidates: {len(insts)} (rule x reading x beta "
-        f"{', '.join(map(str, args.betas))}).",
+        f"{', '.join(map(str, args.betas))} x ramp end).",
         "",
         "### Sweeps (final eval cross-entropy, mean over the sweep seeds; the best half-decade pair in bold; div. = "
         "diverged; noise: the median over the finite half-decade LRs of the standard deviation over seeds)",
@@ -443,9 +479,9 @@ def report(args: argparse.Namespace, cache: Cache, cells: list[Cell], res: dict[
               f"{_label(res['overall'])} ({fails} fails, mean regret {mean_regret:.3f})."]  # fmt: skip
     # every candidate, held-out view: fails per corpus
     lines += ["", "### Every candidate: failures per corpus (of cells x seeds), mean and worst regret, all cells", "",
-              "| rule | reading | beta | " + " | ".join(present) + " | fails | mean regret | worst regret | "
-              "seed spread (decades) |",
-              "|---|---|---:|" + "---:|" * len(present) + "---:|---:|---:|---:|"]  # fmt: skip
+              "| rule | reading | beta | ramp to | " + " | ".join(present) + " | fails | mean regret | worst regret | "
+              "seed spread (decades) | at window end |",
+              "|---|---|---:|---:|" + "---:|" * len(present) + "---:|---:|---:|---:|---:|"]  # fmt: skip
     ranked = sorted(insts, key=lambda k: (sum(not i.passes for i in insts[k]),
                                           statistics.fmean(min(i.regret, 10) for i in insts[k])))  # fmt: skip
     for key in ranked:
@@ -459,17 +495,17 @@ def report(args: argparse.Namespace, cache: Cache, cells: list[Cell], res: dict[
         spread = statistics.fmean(spreads) if spreads else math.nan
         worst = max(i.regret for i in mine)
         lines.append(
-            f"| {key[0]} | {key[1]} | {key[2]:g} | {' | '.join(map(str, per))} | {sum(per)} / {len(mine)} | "
-            f"{statistics.fmean(min(i.regret, 10) for i in mine):.3f} | "
-            f"{worst:.3f} | {spread:.2f} |".replace("inf", "div.")
+            f"| {key[0]} | {key[1]} | {key[2]:g} | {key[3]:g} | {' | '.join(map(str, per))} | {sum(per)} / "
+            f"{len(mine)} | {statistics.fmean(min(i.regret, 10) for i in mine):.3f} | {worst:.3f} | {spread:.2f} | "
+            f"{sum(i.at_window_end for i in mine)} / {len(mine)} |".replace("inf", "div.")
         )
     # per cell detail for the chosen candidate (held out) and the previous default
-    from foundry_ext.lr_find.rules import DEFAULT_BETA, DEFAULT_RULE
+    from foundry_ext.lr_find.rules import DEFAULT_BETA, DEFAULT_LR_MAX, DEFAULT_RULE
 
     shown = [
         ("held out: each fold's choice", None),
-        ("the tool's default", (DEFAULT_RULE, "lag-matched", DEFAULT_BETA)),
-        ("the default before this benchmark", PREVIOUS_DEFAULT),
+        ("the tool's default", (DEFAULT_RULE, "lag-matched", DEFAULT_BETA, DEFAULT_LR_MAX)),
+        *((title, key) for title, key in COMPARED.items() if key in insts),
     ]
     for title, fixed in shown:
         what = "the candidate chosen without that corpus" if fixed is None else _label(fixed)
@@ -491,6 +527,7 @@ def report(args: argparse.Namespace, cache: Cache, cells: list[Cell], res: dict[
             verdict = "yes" if ok else "**no**"
             lines.append(f"| {cell.name} | {s.best_lr:.2g} ({s.best:.3f}) | {' | '.join(parts)} | {verdict} |")
     lines += positions(insts, res["overall"], present)
+    lines += ranges(insts, folds, present)
     lines += cost(args, cache, cells)
     return "\n".join(lines)
 
@@ -508,6 +545,31 @@ def positions(insts: dict[Key, list[Instance]], key: Key, present: list[str]) ->
     return lines
 
 
+def ranges(insts: dict[Key, list[Instance]], folds: dict[str, Any], present: list[str]) -> list[str]:
+    """The range printed around the suggestion, ``s / 10**d`` to ``s * 10**d``: ``d`` fitted leave-one-corpus-out
+    (the largest distance between the suggestion and the best LR on the other corpora, for that fold's candidate),
+    judged by whether the held-out corpus's best LRs lie in it; then the tool's ``RANGE_DECADES`` on every cell."""
+    from foundry_ext.lr_find.rules import DEFAULT_BETA, DEFAULT_LR_MAX, DEFAULT_RULE, RANGE_DECADES
+
+    lines = ["", "### The range around the suggestion: d fitted leave-one-corpus-out (best LR within s / 10**d .. "
+             "s * 10**d)", "", "| held-out corpus | candidate | d from the other corpora | held out: best LR in the "
+             "range |", "|---|---|---:|---:|"]  # fmt: skip
+    tol = 1e-9  # positions are differences of logs: a best LR exactly d decades away is inside
+    for held, fold in folds.items():
+        mine = [i for i in insts[fold["key"]] if math.isfinite(i.position)]
+        d = max((abs(i.position) for i in mine if i.cell.corpus != held), default=math.nan)
+        inside = sum(abs(i.position) <= d + tol for i in mine if i.cell.corpus == held)
+        n = sum(i.cell.corpus == held for i in mine)
+        lines.append(f"| {held} | {_label(fold['key'])} | {d:.2f} | {inside} / {n} |")
+    default = (DEFAULT_RULE, "lag-matched", DEFAULT_BETA, DEFAULT_LR_MAX)
+    if default in insts:
+        mine = insts[default]
+        inside = sum(abs(i.position) <= RANGE_DECADES + tol for i in mine)
+        lines += ["", f"The tool's range (d = {RANGE_DECADES:g}, its default candidate): the best LR inside on "
+                  f"{inside} / {len(mine)} instances."]  # fmt: skip
+    return lines
+
+
 def cost(args: argparse.Namespace, cache: Cache, cells: list[Cell]) -> list[str]:
     """What a range test costs (batches, seconds), per size and batch size, over corpora and seeds."""
     lines = ["", "### Cost of the range test (the tool's 100 batches; seconds of `lr_find`: build + batches)", "",
@@ -516,7 +578,12 @@ def cost(args: argparse.Namespace, cache: Cache, cells: list[Cell]) -> list[str]
     for size in sorted({c.size for c in cells}, key=list(SIZES).index):
         for bs in sorted({c.batch_size for c in cells}):
             mine = [c for c in cells if c.size == size and c.batch_size == bs]
-            finds = [cache.data[find_key(c, s, args.find_batches)] for c in mine for s in args.find_seeds]
+            finds = [
+                cache.data[find_key(c, s, args.find_batches, m)]
+                for c in mine
+                for s in args.find_seeds
+                for m in args.find_maxes
+            ]
             runs = [finds_i["batches_run"] for finds_i in finds]
             secs = [f["seconds"] for f in finds]
             per_run = [v / int(k.split("|")[5]) for k, v in cache.data.items()
@@ -536,6 +603,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batches", type=int, default=SWEEP_BATCHES, help="batches of each constant-LR run")
     parser.add_argument("--find-batches", type=int, default=FIND_BATCHES, help="batches of the range test")
     parser.add_argument("--find-seeds", type=int, nargs="+", default=FIND_SEEDS)
+    parser.add_argument("--find-maxes", type=float, nargs="+", default=FIND_MAXES, help="the range tests' last LRs")
     parser.add_argument("--sweep-seeds", type=int, nargs="+", default=SWEEP_SEEDS)
     parser.add_argument("--betas", type=float, nargs="+", default=BETAS)
     parser.add_argument("--grid", type=float, nargs="+", default=GRID, help="the sweep's LRs")
@@ -575,7 +643,7 @@ def main(argv: list[str] | None = None) -> int:
         for cell in cells:
             extra[cell] = extension(res["sweeps"][cell]) or refinement(res["sweeps"][cell].half_best[0])
             for key in (res["folds"][cell.corpus]["key"], res["overall"]):
-                extra[cell] += [lr for seed in args.find_seeds if (lr := res["sugg"][(cell, seed)][key]) is not None]
+                extra[cell] += [lr for seed in args.find_seeds if (lr := res["sugg"][(cell, seed)][key][0]) is not None]
         if all(
             sweep_key(cell, lr, args.batches, seed) in cache.data
             for cell in cells

@@ -153,8 +153,8 @@ def sweep(cfg: Mapping[str, Any], lrs: Sequence[float], batches: int, seed: int)
 def range_test(
     cfg: Mapping[str, Any],
     seed: int,
-    lr_min: float = 1e-7,
-    lr_max: float = 1.0,
+    lr_min: float | None = None,
+    lr_max: float | None = None,
     batches: int = 100,
     data: Sequence[Mapping[str, torch.Tensor]] | None = None,
 ) -> dict[str, Any]:
@@ -170,7 +170,10 @@ def range_test(
     from llmfoundry.utils.builders import build_optimizer
 
     from foundry_ext.lr_find.ramp import ramp_for_batches, ramp_lr
-    from foundry_ext.lr_find.rules import DEFAULT_BETA, DIVERGENCE_FACTOR
+    from foundry_ext.lr_find.rules import DEFAULT_BETA, DEFAULT_LR_MAX, DEFAULT_LR_MIN, DIVERGENCE_FACTOR
+
+    lr_min = DEFAULT_LR_MIN if lr_min is None else lr_min  # the tool's ramp unless told otherwise
+    lr_max = DEFAULT_LR_MAX if lr_max is None else lr_max
 
     start = time.perf_counter()
     if data is None:

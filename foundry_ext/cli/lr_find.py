@@ -23,8 +23,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the config, its overrides and the range-test options (no heavy import here: ``--help`` stays fast)."""
     add_config_arguments(parser, "global_train_batch_size=32")
     # Numbers are parsed in run() so that a bad one gets the one-line error of every other bad input.
-    parser.add_argument("--min", default="1e-7", metavar="LR", help="LR of the first batch (default: 1e-7)")
-    parser.add_argument("--max", default="1.0", metavar="LR", help="LR of the last batch (default: 1.0)")
+    parser.add_argument("--min", default=None, metavar="LR", help="LR of the first batch (default: 1e-07)")
+    parser.add_argument(
+        "--max",
+        default=None,
+        metavar="LR",
+        help="LR of the last batch (default: 1); the run stops earlier once the loss diverges",
+    )
     parser.add_argument(
         "--batches",
         default="100",
@@ -65,9 +70,11 @@ def _number(option: str, text: str) -> float:
 
 
 def _options(args: argparse.Namespace) -> tuple[float, float, int, float, str, str]:
-    from foundry_ext.lr_find.rules import DEFAULT_BETA, DEFAULT_RULE, RULES
+    from foundry_ext.lr_find.rules import DEFAULT_BETA, DEFAULT_LR_MAX, DEFAULT_LR_MIN, DEFAULT_RULE, RULES
     from foundry_ext.lr_find.runner import READINGS
 
+    args.min = args.min or repr(DEFAULT_LR_MIN)
+    args.max = args.max or repr(DEFAULT_LR_MAX)
     lr_min, lr_max = _number("--min", args.min), _number("--max", args.max)
     if lr_min >= lr_max:
         raise UsageError(f"--min {args.min} --max {args.max}: --min must be below --max")
@@ -179,6 +186,14 @@ def _run(
             write_json(args.json, result, yaml_lr)
             written.append(args.json)
         print(f"wrote {', '.join(written)}; {result.seconds:.1f}s for build and range test")
+        used = result.suggestions[result.rule]
+        if used.at_window_end and used.batch is not None:
+            # what the rule looks for lies at or beyond the last point it reads: the ramp's end set the suggestion
+            print(
+                f"note: the {result.rule} rule's point is the last of its window (batch {used.batch}, lr "
+                f"{result.read_lrs[used.batch]:.3e}): the loss had not turned up yet, so --max {lr_max:g} set this "
+                f"suggestion (docs/cli.md: 'When the ramp ends first')"
+            )
     yaml_text = f"the YAML has optimizer.lr={yaml_lr:g}" if yaml_lr is not None else "the YAML sets no optimizer.lr"
     if result.suggested_lr is None:
         print(
@@ -187,5 +202,10 @@ def _run(
         )
         return 1
     # every rank prints the answer (the launcher keeps rank 0's console; `--stdout` keeps the others')
-    print(f"optimizer.lr={paste_value(result.suggested_lr)}  # {result.rule} rule; {yaml_text}", flush=True)
+    low, high = result.suggested_range  # type: ignore[misc]
+    print(
+        f"optimizer.lr={paste_value(result.suggested_lr)}  # {result.rule} rule, range {low:.3g}-{high:.3g}; "
+        f"{yaml_text}",
+        flush=True,
+    )
     return 0

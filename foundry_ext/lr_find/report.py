@@ -13,7 +13,10 @@ __all__ = ["paste_value", "render_png", "write_csv", "write_json"]
 
 
 def paste_value(lr: float) -> str:
-    """``lr`` to 2 significant digits, always with a dot (``3.2e-03``), which YAML and OmegaConf read as a float."""
+    """``lr`` to 2 significant digits, always with a dot (``3.2e-03``), which YAML and OmegaConf read as a float.
+
+    :func:`~foundry_ext.lr_find.rules.pasted` is the value of this text.
+    """
     return f"{lr:.1e}"
 
 
@@ -60,7 +63,10 @@ def _smoothed_at(result: LRFindResult, lr: float) -> float:
 
 
 def render_png(path: str, result: LRFindResult, title: str, yaml_lr: float | None) -> tuple[int, int]:
-    """Raw and smoothed loss against the LR (log axis), every rule's suggestion, the used one marked; image size."""
+    """Plot the raw and smoothed loss against the LR (log axis) and every rule's suggestion; return the image size.
+
+    The used rule's line is solid, with a dot on the curve and its range shaded.
+    """
     from foundry_ext.figures import pyplot, save_figure
 
     plt = pyplot()
@@ -104,6 +110,10 @@ def render_png(path: str, result: LRFindResult, title: str, yaml_lr: float | Non
                 linewidth=2.2 if used else 1.2,
                 label=f"{name}: {rule.lr:.2e}" + (" (suggested)" if used else ""),
             )
+            if used and result.suggested_range is not None:
+                low, high = result.suggested_range
+                ax.axvspan(low, high, color=colors.get(name, "tab:purple"), alpha=0.08,
+                           label=f"range {low:.3g}-{high:.3g} (docs/cli.md)")  # fmt: skip
             if used:
                 ax.plot(
                     rule.lr,

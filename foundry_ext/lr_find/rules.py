@@ -32,11 +32,12 @@ the LRs to read the points at (:math:`lr_i` or :math:`\bar{lr}_i`), uses the win
 
 A rule with fewer than 2 points in its window has no suggestion (``None``).
 
-The tool's default is ``minimum``, read lag-matched, with :math:`\beta = 0.9` (a lag of 9 batches), chosen
-leave-one-corpus-out by ``bench/bench_lr_find.py`` over 4 corpora x 2 model sizes x 2 batch sizes against
-constant-LR sweeps: every fold chose it, and held out it trained within the sweep's best two LRs on 14 of the 16
-cells for every range-test seed; fastai's and Lightning's reading (:math:`\beta = 0.98`, batch LRs) missed in
-most cells (docs/benchmarks.md, "LR range test").
+The tool's default is ``minimum``, read lag-matched, with :math:`\beta = 0.9` (a lag of 9 batches), on a ramp to
+``--max 1``, chosen leave-one-corpus-out by ``bench/bench_lr_find.py`` over 4 corpora x 3 model sizes x 2 batch
+sizes against constant-LR sweeps: every fold chose it; held out, it trained within the sweep's best two LRs on 22 of
+the 24 cells for every range-test seed, and the sweep's best LR lay within :data:`RANGE_DECADES` of it in every
+case (:func:`suggested_range`). fastai's and Lightning's reading (:math:`\beta = 0.98`, batch LRs) missed in most
+cells (docs/benchmarks.md, "LR range test").
 """
 
 from __future__ import annotations
@@ -49,34 +50,50 @@ import numpy as np
 
 __all__ = [
     "DEFAULT_BETA",
+    "DEFAULT_LR_MAX",
+    "DEFAULT_LR_MIN",
     "DEFAULT_RULE",
+    "RANGE_DECADES",
     "RULES",
     "RuleResult",
     "minimum",
+    "pasted",
     "should_stop",
     "smooth",
     "smooth_lr",
     "steepest",
     "steepest_linear",
     "suggest_all",
+    "suggested_range",
     "valley",
 ]
 
-# The rule, smoothing and reading the tool suggests with, chosen leave-one-corpus-out by bench/bench_lr_find.py
-# (docs/benchmarks.md, "LR range test"): over 4 corpora x 2 model sizes x 2 batch sizes, fastai's minimum / 10 read
-# lag-matched on a beta-0.9 EMA was the choice of every fold; beta 0.8 (the previous default, chosen on the demo
-# corpus alone) missed the sweep's best two in 16 of 48 cases, fastai's and Lightning's settings in most.
+# The rule, smoothing, reading and ramp end the tool suggests with, chosen leave-one-corpus-out by
+# bench/bench_lr_find.py (docs/benchmarks.md, "LR range test"): over 4 corpora x 3 model sizes x 2 batch sizes,
+# fastai's minimum / 10 read lag-matched on a beta-0.9 EMA of a ramp to 1 was the choice of every fold; beta 0.8 (the
+# default chosen on the demo corpus alone) missed the sweep's best two in 19 of 72 cases, the ramp to 10 in 12,
+# fastai's and Lightning's settings in most.
 DEFAULT_RULE = "minimum"
 DEFAULT_BETA = 0.9
+DEFAULT_LR_MIN = 1e-7
+DEFAULT_LR_MAX = 1.0
+# Half the width, in decades, of the range printed around the suggestion: the benchmark's best constant LR lay within
+# it in every case held out (fitted on three corpora, judged on the fourth; docs/benchmarks.md, "LR range test")
+RANGE_DECADES = 0.5
 DIVERGENCE_FACTOR = 4.0  # fastai's and Lightning's: stop once the smoothed loss exceeds 4x its minimum so far
 
 
 @dataclass(frozen=True)
 class RuleResult:
-    """A rule's suggestion: ``lr`` (None when its window is too short) and ``batch``, the point it read."""
+    """A rule's suggestion: ``lr`` (None when its window is too short) and ``batch``, the point it read.
+
+    ``at_window_end``: what the rule looks for (the minimum, the steepest descent, the end of the valley) is the last
+    point of its window, so the real one may lie beyond: the ramp stopped before it (raise ``--max``).
+    """
 
     lr: float | None
     batch: int | None
+    at_window_end: bool = False
 
 
 def smooth(losses: Sequence[float], beta: float) -> list[float]:
@@ -131,7 +148,7 @@ def _steepest(lrs: Sequence[float], smoothed: Sequence[float], skip_begin: int, 
     xs = np.array([lrs[i] for i in deduped], dtype=np.float64)
     grads = np.gradient(losses, np.log(xs) if log else xs)
     best = deduped[int(np.argmin(grads))]
-    return RuleResult(float(lrs[best]), best)
+    return RuleResult(float(lrs[best]), best, best == deduped[-1])
 
 
 def steepest(lrs: Sequence[float], smoothed: Sequence[float], skip_begin: int = 10, skip_end: int = 1) -> RuleResult:
@@ -152,7 +169,7 @@ def minimum(lrs: Sequence[float], smoothed: Sequence[float], batches: int, skip_
     if len(idx) < 2:
         return RuleResult(None, None)
     best = min(idx, key=lambda i: smoothed[i])
-    return RuleResult(float(lrs[best]) / 10.0, best)
+    return RuleResult(float(lrs[best]) / 10.0, best, best == idx[-1])
 
 
 def valley(lrs: Sequence[float], smoothed: Sequence[float], batches: int, skip_end: int = 5) -> RuleResult:
@@ -175,7 +192,7 @@ def valley(lrs: Sequence[float], smoothed: Sequence[float], batches: int, skip_e
     sections = (max_end - max_start) / 3
     # fastai's start can be -1 (a valley from the first point); clamped, so that a 2-point window does not index -1
     best = idx[max(0, max_start + int(sections) + int(sections / 2))]
-    return RuleResult(float(lrs[best]), best)
+    return RuleResult(float(lrs[best]), best, max_end == n - 1)
 
 
 RULES = ("minimum", "valley", "steepest", "steepest_linear")
@@ -192,3 +209,18 @@ def suggest_all(lrs: Sequence[float], smoothed: Sequence[float], batches: int) -
         "steepest": steepest(lrs, smoothed),
         "steepest_linear": steepest_linear(lrs, smoothed),
     }
+
+
+def pasted(lr: float) -> float:
+    """``lr`` to 2 significant digits: the LR of the tool's ``optimizer.lr=`` line, what a user trains."""
+    return float(f"{lr:.1e}")
+
+
+def suggested_range(lr: float, decades: float = RANGE_DECADES) -> tuple[float, float]:
+    r"""The range around a suggestion :math:`s` (as pasted): :math:`[s \cdot 10^{-d}, s \cdot 10^{d}]`, ``d = decades``.
+
+    With the default :data:`RANGE_DECADES` (0.5, a factor of :math:`\sqrt{10} \approx 3.16` either side) it held the
+    best LR of the benchmark's constant-LR sweeps in every held-out case.
+    """
+    s = pasted(lr)
+    return s * 10.0**-decades, s * 10.0**decades

@@ -29,7 +29,17 @@ from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from foundry_ext.lr_find.rules import DEFAULT_BETA, DEFAULT_RULE, RULES, RuleResult, smooth_lr, suggest_all
+from foundry_ext.lr_find.rules import (
+    DEFAULT_BETA,
+    DEFAULT_LR_MAX,
+    DEFAULT_LR_MIN,
+    DEFAULT_RULE,
+    RULES,
+    RuleResult,
+    smooth_lr,
+    suggest_all,
+    suggested_range,
+)
 
 __all__ = ["IGNORED_KEYS", "READINGS", "LRFindResult", "derive_config", "ignored_keys", "lr_find"]
 
@@ -126,6 +136,12 @@ class LRFindResult:
         return self.suggestions[self.rule].lr
 
     @property
+    def suggested_range(self) -> tuple[float, float] | None:
+        """:func:`~foundry_ext.lr_find.rules.suggested_range` of the suggestion as pasted (None without one)."""
+        lr = self.suggested_lr
+        return None if lr is None else suggested_range(lr)
+
+    @property
     def min_loss_batch(self) -> int | None:
         finite = [i for i, s in enumerate(self.smoothed) if math.isfinite(s)]
         return min(finite, key=lambda i: self.smoothed[i]) if finite else None
@@ -141,6 +157,7 @@ class LRFindResult:
         i = self.min_loss_batch
         return {
             "suggested_lr": self.suggested_lr,
+            "suggested_range": None if self.suggested_range is None else list(self.suggested_range),
             "rule": self.rule,
             "reading": self.reading,
             "suggestions": {name: asdict(r) for name, r in self.suggestions.items()},
@@ -236,8 +253,8 @@ def _env(**values: str) -> Iterator[None]:
 
 def lr_find(
     cfg: Mapping[str, Any],
-    lr_min: float = 1e-7,
-    lr_max: float = 1.0,
+    lr_min: float = DEFAULT_LR_MIN,
+    lr_max: float = DEFAULT_LR_MAX,
     batches: int = 100,
     beta: float = DEFAULT_BETA,
     rule: str = DEFAULT_RULE,

@@ -167,6 +167,35 @@ def test_steepest_rules() -> None:
     assert steepest_linear(lrs, smoothed).batch == 10
 
 
+def test_rules_say_when_their_point_is_the_last_of_their_window() -> None:
+    # A loss that falls to the end of the ramp: the minimum the rules read is the window's last point (index 14 of
+    # 20: batches 20 skips 2 at the start, the last 5 are dropped), so the real minimum may lie above the ramp's end
+    falling = [10.0 - i for i in range(20)]
+    lrs = [1e-6 * 10 ** (i / 4) for i in range(20)]
+    low = minimum(lrs, falling, batches=20)
+    assert (low.batch, low.at_window_end) == (14, True)
+    assert valley(lrs, falling, batches=20).at_window_end
+    assert steepest(lrs, [10.0 - i * i / 10 for i in range(20)]).at_window_end  # steeper and steeper to the end
+    # The same curve turning up after index 9: the minimum lies inside the window
+    turning = falling[:10] + [1.0 + i for i in range(10)]
+    low = minimum(lrs, turning, batches=20)
+    assert (low.batch, low.at_window_end) == (9, False)
+    assert not valley(lrs, turning, batches=20).at_window_end
+    assert not steepest(lrs, [5.0] * 12 + [4.0, 2.0, 1.0] + [1.0] * 5).at_window_end
+
+
+def test_suggested_range_is_half_a_decade_either_side_of_what_the_user_pastes() -> None:
+    from foundry_ext.lr_find.report import paste_value
+    from foundry_ext.lr_find.rules import RANGE_DECADES, pasted, suggested_range
+
+    assert paste_value(0.010007) == "1.0e-02" and pasted(0.010007) == 0.01  # the value of the pasted text
+    assert pasted(0.0084879) == float(paste_value(0.0084879)) == 0.0085
+    assert RANGE_DECADES == 0.5
+    low, high = suggested_range(0.010007)
+    assert (low, high) == (0.01 * 10**-0.5, 0.01 * 10**0.5)
+    assert low < 10**-2.5 * (1 + 1e-12) and high > 10**-1.5 * (1 - 1e-12)  # the half-decade grid's neighbours
+
+
 def test_rules_without_enough_points_say_none() -> None:
     assert steepest([1e-3] * 11, [1.0] * 11).lr is None  # skip 10 at the start and 1 at the end: nothing left
     assert valley([1e-3, 1e-2] * 3, [1.0] * 6, batches=10).lr is None  # 6 points, 1 skipped + 5 dropped
@@ -478,6 +507,7 @@ def test_help_states_the_defaults_the_code_uses() -> None:
 
     from foundry_ext.cli import lr_find as cli
     from foundry_ext.lr_find import DEFAULT_BETA, DEFAULT_RULE
+    from foundry_ext.lr_find.rules import DEFAULT_LR_MAX, DEFAULT_LR_MIN
 
     parser = argparse.ArgumentParser()
     cli.add_arguments(parser)
@@ -485,6 +515,7 @@ def test_help_states_the_defaults_the_code_uses() -> None:
     assert f"default: {DEFAULT_BETA})" in helps["beta"]
     assert f"{DEFAULT_RULE} (default" in helps["rule"]
     assert "lag-matched (default" in helps["reading"]
+    assert f"(default: {DEFAULT_LR_MIN:g})" in helps["min"] and f"(default: {DEFAULT_LR_MAX:g})" in helps["max"]
 
 
 def test_missing_file_gets_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -518,6 +549,35 @@ def test_no_suggestion_says_so_and_exits_1(demo_data: Path, tmp_path: Path, caps
     assert last_line(out).startswith("no suggestion: the minimum rule had too few points (2 batches run)")
     summary = json.loads((tmp_path / "x.json").read_text())
     assert summary["suggested_lr"] is None and summary["stopped_early"] is True and summary["batches_run"] == 2
+
+
+def test_a_ramp_that_ends_before_the_minimum_is_said(
+    demo_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # 1e-7 -> 1e-4 in 30 batches: the demo model's loss still falls at the end, so `minimum` reads the last point of
+    # its window (batch 24: the last 5 are dropped) and the ramp's end, not a minimum, sets the suggestion
+    argv = ["lr-find", str(TINY), f"variables.data_local={demo_data}", "--batches", "30", "--max", "1e-4",
+            "--out", f"{tmp_path}/x.png", "--json", f"{tmp_path}/x.json"]  # fmt: skip
+    assert retry_shm_race(main, argv) == 0
+    out = capsys.readouterr().out
+    summary = json.loads((tmp_path / "x.json").read_text())
+    assert summary["suggestions"]["minimum"]["batch"] == 24 and summary["suggestions"]["minimum"]["at_window_end"]
+    notes = [line for line in out.splitlines() if line.startswith("note:")]
+    assert notes == [
+        "note: the minimum rule's point is the last of its window (batch 24, lr "
+        f"{summary['suggested_lr'] * 10:.3e}): the loss had not turned up yet, so --max 0.0001 set this suggestion "
+        "(docs/cli.md: 'When the ramp ends first')"
+    ]
+    low, high = summary["suggested_range"]
+    pasted = float(f"{summary['suggested_lr']:.1e}")
+    assert low == pytest.approx(pasted / 10**0.5, rel=1e-12) and high == pytest.approx(pasted * 10**0.5, rel=1e-12)
+    assert last_line(out).startswith(f"optimizer.lr={pasted:.1e}  # minimum rule, range {low:.3g}-{high:.3g}; ")
+    # the default ramp passes the demo model's minimum: no note
+    argv = ["lr-find", str(TINY), f"variables.data_local={demo_data}", "--out", f"{tmp_path}/y.png",
+            "--json", f"{tmp_path}/y.json"]  # fmt: skip
+    assert retry_shm_race(main, argv) == 0
+    assert "note:" not in capsys.readouterr().out
+    assert not json.loads((tmp_path / "y.json").read_text())["suggestions"]["minimum"]["at_window_end"]
 
 
 # ---------------------------------------------------------------------------------------------------------------

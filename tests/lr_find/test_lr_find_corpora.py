@@ -186,9 +186,11 @@ def test_default_suggestion_trains_within_the_sweeps_best_two(bench: Any, corpor
     bench.corpora.write(corpora_root, QUICK_CELL[0])
     cell = bench.bench_lr_find.Cell(*QUICK_CELL)
     cfg = bench.bench_lr_find.config(corpora_root, cell, 1e-3, 17)
-    found = lr_find(cfg, progress=False)  # the command's defaults: 100 batches, 1e-7 -> 1, the default rule
-    suggested = found.suggested_lr
-    assert suggested is not None
+    from foundry_ext.lr_find.report import paste_value
+
+    found = lr_find(cfg, progress=False)  # the command's defaults: 100 batches, the default ramp and rule
+    assert found.suggested_lr is not None
+    suggested = float(paste_value(found.suggested_lr))  # what the user trains: the `optimizer.lr=` line
     scores = bench.lr_sweep.sweep(cfg, [*HALF_DECADES, suggested], batches=200, seed=17)
     ranked = sorted(HALF_DECADES, key=lambda lr: scores[lr] if math.isfinite(scores[lr]) else math.inf)
     best, second = ranked[:2]
@@ -196,6 +198,25 @@ def test_default_suggestion_trains_within_the_sweeps_best_two(bench: Any, corpor
         f"suggested {suggested:.3g} scores {scores[suggested]:.4f}; the sweep's best two: {best:g} "
         f"({scores[best]:.4f}), {second:g} ({scores[second]:.4f})"
     )
+    low, high = found.suggested_range  # type: ignore[misc]
+    assert low * (1 - 1e-9) <= best <= high * (1 + 1e-9), (low, best, high)
+
+
+def test_benchmark_report_is_the_docs_from_the_recorded_runs(bench: Any, tmp_path: Path) -> None:
+    """docs/benchmarks.md section 6's tables are the report of bench/data/lr-find-runs.json (the recorded cache)."""
+    out = io.StringIO()
+    argv = ["--no-run", "--cache", str(BENCH / "data" / "lr-find-runs.json"), "--data", str(tmp_path / "corpora")]
+    with contextlib.redirect_stdout(out):
+        assert bench.bench_lr_find.main(argv) == 0
+    report = out.getvalue()
+    assert "PARTIAL" not in report
+    doc = (REPO / "docs" / "benchmarks.md").read_text()
+    section = doc[doc.index("## 6. LR range test") : doc.index("## 7.")]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| ... |")]
+    assert len(rows) > 80
+    missing = [row for row in rows if row not in report]
+    assert not missing, missing[:3]
+    assert "The tool's range (d = 0.5, its default candidate): the best LR inside on 72 / 72 instances." in report
 
 
 def test_benchmark_quick_runs_end_to_end(bench: Any, tmp_path: Path) -> None:
