@@ -572,12 +572,8 @@ def test_a_ramp_that_ends_before_the_minimum_is_said(
     pasted = float(f"{summary['suggested_lr']:.1e}")
     assert low == pytest.approx(pasted / 10**0.5, rel=1e-12) and high == pytest.approx(pasted * 10**0.5, rel=1e-12)
     assert last_line(out).startswith(f"optimizer.lr={pasted:.1e}  # minimum rule, range {low:.3g}-{high:.3g}; ")
-    # the default ramp passes the demo model's minimum: no note
-    argv = ["lr-find", str(TINY), f"variables.data_local={demo_data}", "--out", f"{tmp_path}/y.png",
-            "--json", f"{tmp_path}/y.json"]  # fmt: skip
-    assert retry_shm_race(main, argv) == 0
-    assert "note:" not in capsys.readouterr().out
-    assert not json.loads((tmp_path / "y.json").read_text())["suggestions"]["minimum"]["at_window_end"]
+    # (with the default ramp the demo model's minimum lies inside the window, at batch 93: docs/cli.md's example, run
+    # and compared line by line by tests/docs, shows no note)
 
 
 # ---------------------------------------------------------------------------------------------------------------
