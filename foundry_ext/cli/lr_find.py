@@ -204,7 +204,7 @@ def _run(
     # every rank prints the answer (the launcher keeps rank 0's console; `--stdout` keeps the others')
     low, high = result.suggested_range  # type: ignore[misc]
     print(
-        f"optimizer.lr={paste_value(result.suggested_lr)}  # {result.rule} rule, range {low:.3g}-{high:.3g}; "
+        f"optimizer.lr={paste_value(result.suggested_lr)}  # {result.rule} rule, range {low:.3g} to {high:.3g}; "
         f"{yaml_text}",
         flush=True,
     )

@@ -113,7 +113,7 @@ def render_png(path: str, result: LRFindResult, title: str, yaml_lr: float | Non
             if used and result.suggested_range is not None:
                 low, high = result.suggested_range
                 ax.axvspan(low, high, color=colors.get(name, "tab:purple"), alpha=0.08,
-                           label=f"range {low:.3g}-{high:.3g} (docs/cli.md)")  # fmt: skip
+                           label=f"range {low:.3g} to {high:.3g} (docs/cli.md)")  # fmt: skip
             if used:
                 ax.plot(
                     rule.lr,

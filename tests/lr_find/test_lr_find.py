@@ -571,7 +571,7 @@ def test_a_ramp_that_ends_before_the_minimum_is_said(
     low, high = summary["suggested_range"]
     pasted = float(f"{summary['suggested_lr']:.1e}")
     assert low == pytest.approx(pasted / 10**0.5, rel=1e-12) and high == pytest.approx(pasted * 10**0.5, rel=1e-12)
-    assert last_line(out).startswith(f"optimizer.lr={pasted:.1e}  # minimum rule, range {low:.3g}-{high:.3g}; ")
+    assert last_line(out).startswith(f"optimizer.lr={pasted:.1e}  # minimum rule, range {low:.3g} to {high:.3g}; ")
     # (with the default ramp the demo model's minimum lies inside the window, at batch 93: docs/cli.md's example, run
     # and compared line by line by tests/docs, shows no note)
 
