@@ -1,7 +1,7 @@
 """Does ``foundry-ext lr-find``'s suggestion hold on data and models it was not tuned on? Leave-one-corpus-out.
 
 Run: ``.venv/bin/python bench/bench_lr_find.py --cache /tmp/lrf/cache.json --json /tmp/lrf/bench.json`` (about
-45 minutes on 2 idle cores; ``--jobs 2`` processes by default; ``--quick`` to smoke).
+40 minutes on 2 idle cores; ``--jobs 2`` processes by default; ``--quick`` to smoke).
 
 Cells: 4 corpora (``bench/corpora.py``: grammar, arithmetic, copy, zipf; 64-token rows) x 3 model sizes (MPT, 2
 layers, d_model ``xxs`` 16, ``xs`` 32, ``s`` 64) x 2 batch sizes (8 and 32 rows). In every cell:
@@ -219,18 +219,11 @@ def run_units(args: argparse.Namespace, cache: Cache, cells: list[Cell], extra: 
 # Candidates: rule x reading x beta x ramp end, each a function of a recorded curve
 
 
-def pasted(lr: float | None) -> float | None:
-    """The LR a user trains: the tool's ``optimizer.lr=`` line, 2 significant digits."""
-    from foundry_ext.lr_find.report import paste_value
-
-    return None if lr is None else float(paste_value(lr))
-
-
 def rule_values(lrs: list[float], losses: list[float], beta: float, reading: str,
                 batches: int) -> dict[str, tuple[float | None, bool]]:  # fmt: skip
     """Every candidate rule's suggestion on one curve, one smoothing factor and one reading, as pasted, and whether
     its point was the last of its window (:attr:`~foundry_ext.lr_find.rules.RuleResult.at_window_end`)."""
-    from foundry_ext.lr_find.rules import smooth, smooth_lr, suggest_all
+    from foundry_ext.lr_find.rules import pasted, smooth, smooth_lr, suggest_all
 
     xs = smooth_lr(lrs, beta) if reading == "lag-matched" else lrs
     found = suggest_all(xs, smooth(losses, beta), batches)
@@ -243,10 +236,18 @@ def rule_values(lrs: list[float], losses: list[float], beta: float, reading: str
     out["min(steepest,minimum)"] = (min(steep, low) if both else None, steep_end or low_end)  # type: ignore[type-var]
     # the geometric middle of the two (tried as a combination of steepest descent and minimum; not in the tool)
     out["middle"] = (math.sqrt(steep * low) if both else None, steep_end or low_end)  # type: ignore[operator]
-    return {name: (pasted(lr), end) for name, (lr, end) in out.items()}
+    return {name: (None if lr is None else pasted(lr), end) for name, (lr, end) in out.items()}
 
 
 Key = tuple[str, str, float, float]  # (rule, reading, beta, the ramp's end lr_max)
+
+
+def default_key() -> Key:
+    """The candidate ``foundry-ext lr-find`` suggests with by default."""
+    from foundry_ext.lr_find.rules import DEFAULT_BETA, DEFAULT_LR_MAX, DEFAULT_RULE
+    from foundry_ext.lr_find.runner import READINGS
+
+    return (DEFAULT_RULE, READINGS[0], DEFAULT_BETA, DEFAULT_LR_MAX)
 
 
 def all_suggestions(curves: dict[float, dict[str, Any]], betas: Sequence[float],
@@ -500,11 +501,9 @@ def report(args: argparse.Namespace, cache: Cache, cells: list[Cell], res: dict[
             f"{sum(i.at_window_end for i in mine)} / {len(mine)} |".replace("inf", "div.")
         )
     # per cell detail for the chosen candidate (held out) and the previous default
-    from foundry_ext.lr_find.rules import DEFAULT_BETA, DEFAULT_LR_MAX, DEFAULT_RULE
-
     shown = [
         ("held out: each fold's choice", None),
-        ("the tool's default", (DEFAULT_RULE, "lag-matched", DEFAULT_BETA, DEFAULT_LR_MAX)),
+        ("the tool's default", default_key()),
         *((title, key) for title, key in COMPARED.items() if key in insts),
     ]
     for title, fixed in shown:
@@ -549,7 +548,7 @@ def ranges(insts: dict[Key, list[Instance]], folds: dict[str, Any], present: lis
     """The range printed around the suggestion, ``s / 10**d`` to ``s * 10**d``: ``d`` fitted leave-one-corpus-out
     (the largest distance between the suggestion and the best LR on the other corpora, for that fold's candidate),
     judged by whether the held-out corpus's best LRs lie in it; then the tool's ``RANGE_DECADES`` on every cell."""
-    from foundry_ext.lr_find.rules import DEFAULT_BETA, DEFAULT_LR_MAX, DEFAULT_RULE, RANGE_DECADES
+    from foundry_ext.lr_find.rules import RANGE_DECADES
 
     lines = ["", "### The range around the suggestion: d fitted leave-one-corpus-out (best LR within s / 10**d .. "
              "s * 10**d)", "", "| held-out corpus | candidate | d from the other corpora | held out: best LR in the "
@@ -561,7 +560,7 @@ def ranges(insts: dict[Key, list[Instance]], folds: dict[str, Any], present: lis
         inside = sum(abs(i.position) <= d + tol for i in mine if i.cell.corpus == held)
         n = sum(i.cell.corpus == held for i in mine)
         lines.append(f"| {held} | {_label(fold['key'])} | {d:.2f} | {inside} / {n} |")
-    default = (DEFAULT_RULE, "lag-matched", DEFAULT_BETA, DEFAULT_LR_MAX)
+    default = default_key()
     if default in insts:
         mine = insts[default]
         inside = sum(abs(i.position) <= RANGE_DECADES + tol for i in mine)

@@ -130,7 +130,8 @@ def _run(
     from foundry_ext.config import train_yaml as loading
     from foundry_ext.config.errors import ConfigError
     from foundry_ext.lr_find import TrainLoaderTooShortError, lr_find
-    from foundry_ext.lr_find.report import paste_value, render_png, write_csv, write_json
+    from foundry_ext.lr_find.report import render_png, write_csv, write_json
+    from foundry_ext.lr_find.rules import paste_value
     from foundry_ext.lr_find.runner import ignored_keys
 
     try:

@@ -9,15 +9,7 @@ from typing import Any
 
 from foundry_ext.lr_find.runner import LRFindResult
 
-__all__ = ["paste_value", "render_png", "write_csv", "write_json"]
-
-
-def paste_value(lr: float) -> str:
-    """``lr`` to 2 significant digits, always with a dot (``3.2e-03``), which YAML and OmegaConf read as a float.
-
-    :func:`~foundry_ext.lr_find.rules.pasted` is the value of this text.
-    """
-    return f"{lr:.1e}"
+__all__ = ["render_png", "write_csv", "write_json"]
 
 
 def write_csv(path: str, result: LRFindResult) -> None:

@@ -57,6 +57,7 @@ __all__ = [
     "RULES",
     "RuleResult",
     "minimum",
+    "paste_value",
     "pasted",
     "should_stop",
     "smooth",
@@ -88,7 +89,7 @@ class RuleResult:
     """A rule's suggestion: ``lr`` (None when its window is too short) and ``batch``, the point it read.
 
     ``at_window_end``: what the rule looks for (the minimum, the steepest descent, the end of the valley) is the last
-    point of its window, so the real one may lie beyond: the ramp stopped before it (raise ``--max``).
+    point of its window, so the real one may lie beyond: the ramp's end (``--max``) set the suggestion.
     """
 
     lr: float | None
@@ -211,9 +212,17 @@ def suggest_all(lrs: Sequence[float], smoothed: Sequence[float], batches: int) -
     }
 
 
+def paste_value(lr: float) -> str:
+    """``lr`` as the tool's ``optimizer.lr=`` line writes it: 2 significant digits, always with a dot.
+
+    ``3.2e-03``, which YAML and OmegaConf read as a float.
+    """
+    return f"{lr:.1e}"
+
+
 def pasted(lr: float) -> float:
-    """``lr`` to 2 significant digits: the LR of the tool's ``optimizer.lr=`` line, what a user trains."""
-    return float(f"{lr:.1e}")
+    """The value of :func:`paste_value`: the LR a user trains."""
+    return float(paste_value(lr))
 
 
 def suggested_range(lr: float, decades: float = RANGE_DECADES) -> tuple[float, float]:

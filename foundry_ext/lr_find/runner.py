@@ -154,10 +154,10 @@ class LRFindResult:
 
     def to_json(self, yaml_lr: float | None = None) -> dict[str, Any]:
         """The JSON summary (``--json``): the suggestion, each rule's, the stop and the settings; no per-batch data."""
-        i = self.min_loss_batch
+        i, suggested_range = self.min_loss_batch, self.suggested_range
         return {
             "suggested_lr": self.suggested_lr,
-            "suggested_range": None if self.suggested_range is None else list(self.suggested_range),
+            "suggested_range": None if suggested_range is None else list(suggested_range),
             "rule": self.rule,
             "reading": self.reading,
             "suggestions": {name: asdict(r) for name, r in self.suggestions.items()},

@@ -185,8 +185,7 @@ def test_rules_say_when_their_point_is_the_last_of_their_window() -> None:
 
 
 def test_suggested_range_is_half_a_decade_either_side_of_what_the_user_pastes() -> None:
-    from foundry_ext.lr_find.report import paste_value
-    from foundry_ext.lr_find.rules import RANGE_DECADES, pasted, suggested_range
+    from foundry_ext.lr_find.rules import RANGE_DECADES, paste_value, pasted, suggested_range
 
     assert paste_value(0.010007) == "1.0e-02" and pasted(0.010007) == 0.01  # the value of the pasted text
     assert pasted(0.0084879) == float(paste_value(0.0084879)) == 0.0085

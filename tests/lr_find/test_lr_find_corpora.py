@@ -186,11 +186,11 @@ def test_default_suggestion_trains_within_the_sweeps_best_two(bench: Any, corpor
     bench.corpora.write(corpora_root, QUICK_CELL[0])
     cell = bench.bench_lr_find.Cell(*QUICK_CELL)
     cfg = bench.bench_lr_find.config(corpora_root, cell, 1e-3, 17)
-    from foundry_ext.lr_find.report import paste_value
+    from foundry_ext.lr_find.rules import pasted
 
     found = lr_find(cfg, progress=False)  # the command's defaults: 100 batches, the default ramp and rule
     assert found.suggested_lr is not None
-    suggested = float(paste_value(found.suggested_lr))  # what the user trains: the `optimizer.lr=` line
+    suggested = pasted(found.suggested_lr)  # what the user trains: the `optimizer.lr=` line
     scores = bench.lr_sweep.sweep(cfg, [*HALF_DECADES, suggested], batches=200, seed=17)
     ranked = sorted(HALF_DECADES, key=lambda lr: scores[lr] if math.isfinite(scores[lr]) else math.inf)
     best, second = ranked[:2]
