@@ -95,6 +95,7 @@ def _yaml_lrs(config: str, overrides: list[str], metrics_path: str | None = None
     from foundry_ext.config.durations import UnknownBatchesPerEpoch
     from foundry_ext.config.errors import ConfigError
     from foundry_ext.law.predict import yaml_lrs
+    from foundry_ext.lr_pipeline import ScheduleError
 
     metrics = read_metrics(metrics_path) if metrics_path else None
     try:
@@ -103,6 +104,8 @@ def _yaml_lrs(config: str, overrides: list[str], metrics_path: str | None = None
         raise UsageError("max_duration or a scheduler duration is in 'ep': give it in batches ('ba')") from None
     except ConfigError as e:
         raise UsageError("; ".join(map(str, e.problems))) from None
+    except ScheduleError as e:
+        raise UsageError(str(e)) from None
 
 
 def _predict(args: argparse.Namespace) -> int:

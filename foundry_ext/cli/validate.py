@@ -81,12 +81,11 @@ def _evaluate(cfg: dict[str, Any], found: Any, warnings: list[str]) -> list[str]
     from foundry_ext.config.durations import UnknownBatchesPerEpoch
     from foundry_ext.config.errors import ConfigError
     from foundry_ext.config.train_yaml import one_line
-    from foundry_ext.preview import Preview, build_schedule
+    from foundry_ext.lr_pipeline import BatchesPerEpochNeeded, LRPipeline, ScheduleError
 
     clock = found.clock
     if clock is None:
         return []
-    block = dict(cfg["scheduler"])
     model = found.scheduler
     if model is not None and not model.has_formula:
         # Composer's and llm-foundry's own classes: every check their first call makes is mirrored by the model
@@ -98,23 +97,22 @@ def _evaluate(cfg: dict[str, Any], found: Any, warnings: list[str]) -> list[str]
         found.notes.append(f"the LR of each batch was not evaluated: {e}")
         return []
     try:
-        schedule = build_schedule(block, clock)
-    except UnknownBatchesPerEpoch:
+        pipeline = LRPipeline.from_config(cfg, clock, check_name=False, read_lr=False)
+    except BatchesPerEpochNeeded:
         return []  # noted by the pre-flight check
     except ConfigError as e:
         return [str(p) for p in e.problems]
-    except Exception as e:  # a scheduler of another package failing to build: its own message
-        return [f"scheduler ({block.get('name')}): cannot be built: {one_line(e)}"]
-    warnings += [str(w) for w in getattr(schedule, "warnings", [])]
-    preview = Preview(schedule, clock)
+    except ScheduleError as e:  # a scheduler of another package failing to build: its own message
+        return [f"scheduler ({e.name}): cannot be built: {one_line(e.cause)}"]
+    warnings += [str(w) for w in pipeline.warnings]
     problems = []
     for batch in sorted({0, max(total - 1, 0)}):
         try:
-            value = preview.multiplier(batch)
+            value = pipeline.multiplier(batch)
         except ConfigError as e:
             return [str(p) for p in e.problems]
-        except Exception as e:
-            return [f"scheduler ({block.get('name')}): fails at batch {batch}: {one_line(e) or 'no message'}"]
+        except ScheduleError as e:
+            return [f"scheduler ({e.name}): fails at batch {batch}: {one_line(e.cause) or 'no message'}"]
         if not math.isfinite(value) or value < 0:
             problems.append(
                 f"scheduler: the LR multiplier of batch {batch} is {value!r}; expected a finite number >= 0"
@@ -124,7 +122,7 @@ def _evaluate(cfg: dict[str, Any], found: Any, warnings: list[str]) -> list[str]
         # first call makes the same sweep (foundry_ext/trainer/schedulers.py, RunResolver)
         from foundry_ext.schedules.run_lr import stepped_lr_problem
 
-        problem = stepped_lr_problem(model, preview.multiplier, total)
+        problem = stepped_lr_problem(model, pipeline.multiplier, total)
         if problem is not None:
             problems.append(str(problem))
     return problems

@@ -11,13 +11,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from foundry_ext.config.base import ConfigModel
 from foundry_ext.config.durations import Duration, Resolved, convert, resolve
 from foundry_ext.config.errors import ConfigError, Problem, join_path
 
-__all__ = ["Mark", "RunCheck", "RunContext", "ScheduleModel", "describe_keys", "run_check"]
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import numpy as np
+
+__all__ = ["Mark", "RunCheck", "RunContext", "ScheduleModel", "describe_keys", "elementwise", "run_check"]
 
 #: A named point of a schedule: (label, time, unit), e.g. ("warmup end", 100, "ba").
 Mark = tuple[str, int, str]
@@ -101,6 +106,22 @@ class ScheduleModel(ConfigModel):
     def multiplier(self, t: int, d: Mapping[str, int]) -> float:
         """The LR multiplier at time ``t`` (in the resolved unit), given the resolved durations ``d``."""
         raise NotImplementedError(f"{self.name}: its formula is Composer's; build the scheduler to evaluate it")
+
+    def multipliers(self, t: np.ndarray, d: Mapping[str, int]) -> np.ndarray:
+        """:meth:`multiplier` at every time of ``t`` (int64, in the resolved unit), as float64, bitwise equal to it.
+
+        This default calls :meth:`multiplier` per element; schedules override it with the same formula on whole
+        arrays (numpy's ``+ - * /`` and ``sqrt`` round as Python's float operations do; ``cos`` and ``**`` go
+        through :func:`elementwise` so that the C library computes them as for a Python float).
+        """
+        return elementwise(lambda x: self.multiplier(x, d), t)
+
+
+def elementwise(func: Callable[[Any], float], x: np.ndarray) -> np.ndarray:
+    """``func`` of each element of ``x`` (as a Python number), as a float64 array: ``math.cos`` exactly as Python."""
+    import numpy as np
+
+    return np.fromiter(map(func, x.tolist()), dtype=np.float64, count=len(x))
 
 
 @dataclass(frozen=True)

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, model_validator
 
 from foundry_ext.config.base import NonNegativeDuration, PositiveDuration
 from foundry_ext.config.durations import Duration
 from foundry_ext.config.errors import ConfigError, Problem
-from foundry_ext.schedules.base import Mark, RunContext, ScheduleModel
+from foundry_ext.schedules.base import Mark, RunContext, ScheduleModel, elementwise
 
-__all__ = ["DECAY_TYPES", "WARMUP_TYPES", "WarmupStableDecay", "decay_shape", "warmup_shape"]
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = ["DECAY_TYPES", "WARMUP_TYPES", "WarmupStableDecay", "decay_shape", "decay_shapes", "warmup_shape"]
 
 WARMUP_TYPES = ("linear", "cosine", "sqrt")
 DECAY_TYPES = ("linear", "sqrt", "cosine", "square")
@@ -26,6 +29,30 @@ def warmup_shape(kind: str, p: float) -> float:
     if kind == "cosine":
         return 0.5 * (1.0 - math.cos(math.pi * p))
     return 1.0 - math.sqrt(1.0 - p)  # "sqrt": HF's "1-sqrt" warmup
+
+
+def warmup_shapes(kind: str, p: np.ndarray) -> np.ndarray:
+    """:func:`warmup_shape` of every element of ``p`` (float64), bitwise equal."""
+    import numpy as np
+
+    if kind == "linear":
+        return p
+    if kind == "cosine":
+        return 0.5 * (1.0 - elementwise(math.cos, math.pi * p))
+    return 1.0 - np.sqrt(1.0 - p)
+
+
+def decay_shapes(kind: str, p: np.ndarray) -> np.ndarray:
+    """:func:`decay_shape` of every element of ``p`` (float64), bitwise equal."""
+    import numpy as np
+
+    if kind == "linear":
+        return 1.0 - p
+    if kind == "sqrt":
+        return 1.0 - np.sqrt(p)
+    if kind == "cosine":
+        return 0.5 * (1.0 + elementwise(math.cos, math.pi * p))
+    return 1.0 - p * p
 
 
 def decay_shape(kind: str, p: float) -> float:
@@ -129,3 +156,20 @@ class WarmupStableDecay(ScheduleModel):
             return self.alpha_f
         p = (t - decay_start) / t_decay
         return self.alpha_f + (1.0 - self.alpha_f) * decay_shape(self.decay_type, p)
+
+    def multipliers(self, t: np.ndarray, d: Mapping[str, int]) -> np.ndarray:
+        import numpy as np
+
+        t_warmup, t_decay, t_max = d["t_warmup"], d["t_decay"], d["t_max"]
+        decay_start = t_max - t_decay
+        out = np.ones(len(t), dtype=np.float64)
+        warm = t < t_warmup
+        if warm.any():
+            out[warm] = self.alpha_i + (1.0 - self.alpha_i) * warmup_shapes(self.warmup_type, t[warm] / t_warmup)
+        done = ~warm & (t >= decay_start) & (t >= t_max)
+        out[done] = self.alpha_f
+        decay = ~warm & (t >= decay_start) & (t < t_max)
+        if decay.any():
+            p = (t[decay] - decay_start) / t_decay
+            out[decay] = self.alpha_f + (1.0 - self.alpha_f) * decay_shapes(self.decay_type, p)
+        return out
