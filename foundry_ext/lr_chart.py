@@ -14,7 +14,16 @@ if TYPE_CHECKING:
     from foundry_ext.lr_pipeline import LRPipeline
     from foundry_ext.preview import Mark
 
-__all__ = ["CHART_HEIGHT", "CHART_WIDTH", "law_curve", "plateau_report", "report", "sample_batches", "text_chart"]
+__all__ = [
+    "CHART_HEIGHT",
+    "CHART_WIDTH",
+    "law_curve",
+    "lr_text",
+    "plateau_report",
+    "report",
+    "sample_batches",
+    "text_chart",
+]
 
 CHART_WIDTH = 60
 CHART_HEIGHT = 12
@@ -31,12 +40,17 @@ def sample_batches(total: int, points: int, exact: Iterable[int] = ()) -> list[i
     return sorted(chosen)
 
 
-def report(p: LRPipeline, xs: Sequence[int], lrs: np.ndarray, marks: Sequence[Mark], lr_text: str) -> list[str]:
+def lr_text(p: LRPipeline) -> str:
+    """``lr=0.0006``, or what the values are when the YAML sets no LR."""
+    return "the multiplier (optimizer.lr is not set)" if p.lr is None else f"lr={p.lr:g}"
+
+
+def report(p: LRPipeline, xs: Sequence[int], lrs: np.ndarray, marks: Sequence[Mark]) -> list[str]:
     """What ``plot`` prints about a schedule: its keys, the chart, the extremes, marks, notes, warnings, plateau."""
     from foundry_ext.config.train_yaml import summarize
 
     params = summarize({k: v for k, v in p.block.items() if k != "name"})
-    lines = [f"{p.name} ({params or 'defaults'}); {lr_text}, max_duration={p.clock.max_duration} = batches 0 to "
+    lines = [f"{p.name} ({params or 'defaults'}); {lr_text(p)}, max_duration={p.clock.max_duration} = batches 0 to "
              f"{p.total - 1}"]  # fmt: skip
     lines += text_chart(xs, lrs.tolist(), p.total, [(m.label, m.batch) for m in marks])
     i_max, i_min = int(lrs.argmax()), int(lrs.argmin())

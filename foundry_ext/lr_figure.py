@@ -4,9 +4,36 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["human", "render_png"]
+if TYPE_CHECKING:
+    import numpy as np
+
+    from foundry_ext.lr_pipeline import LRPipeline
+
+__all__ = ["draw", "human", "render_png"]
+
+
+def draw(
+    path: str,
+    p: LRPipeline,
+    xs: Sequence[int],
+    lrs: np.ndarray,
+    time_lrs: np.ndarray | None,
+    marks: Sequence[Any],
+    loss_curve: tuple[list[int], list[float]] | None = None,
+) -> tuple[int, int]:
+    """:func:`render_png` of a pipeline's LRs at ``xs``, titled with its scheduler block and run length."""
+    from foundry_ext.config.train_yaml import summarize
+    from foundry_ext.lr_chart import lr_text
+
+    full = summarize({k: v for k, v in p.block.items() if k != "name"}, limit=280)
+    return render_png(
+        path, xs, lrs.tolist(), None if time_lrs is None else time_lrs.tolist(), marks, p.cuts, p.metrics,
+        getattr(getattr(p.schedule, "model", None), "monitor", "metric"),
+        f"{p.name}: {full}" if full else f"{p.name} (defaults)", f"{lr_text(p)}, max_duration={p.clock.max_duration}",
+        p.clock.tokens_per_batch, "learning rate" if p.lr is not None else "LR multiplier", loss_curve,
+    )  # fmt: skip
 
 
 def human(tokens: float) -> str:

@@ -166,10 +166,10 @@ def read_metrics(path: str, monitor: str | None = None) -> list[tuple[int, float
 def run(args: argparse.Namespace) -> int:
     """Build the pipeline, evaluate it at the sampled batches, print the report and draw the PNG."""
     from foundry_ext.config.errors import ConfigError
-    from foundry_ext.config.train_yaml import one_line, summarize
+    from foundry_ext.config.train_yaml import one_line
     from foundry_ext.law.lawfile import LawFileError
     from foundry_ext.lr_chart import law_curve, report, sample_batches
-    from foundry_ext.lr_figure import render_png
+    from foundry_ext.lr_figure import draw
     from foundry_ext.lr_pipeline import BatchesPerEpochNeeded, LRPipeline, ScheduleError
 
     check_output_paths(("--out", args.out), ("--csv", args.csv))  # before any work, not after drawing the chart
@@ -209,8 +209,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(str(e)) from None
     except LawFileError as e:
         raise UsageError(f"--law {e}") from None
-    lr_text = "the multiplier (optimizer.lr is not set)" if p.lr is None else f"lr={p.lr:g}"
-    for line in report(p, xs, lrs, marks, lr_text):
+    for line in report(p, xs, lrs, marks):
         print(line)
     for batch, m in at.items():
         print(f"batch {batch}: lr {p.base_lr * m!r} (multiplier {m!r})")
@@ -225,15 +224,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"wrote {args.csv} ({len(xs)} rows)")
     if loss_curve is not None:
         print(f"--law {args.law}: predicted {loss_curve[2]} loss after the last batch {loss_curve[1][-1]:.4f}")
-    full = summarize({k: v for k, v in p.block.items() if k != "name"}, limit=280)
     try:
-        size = render_png(
-            args.out, xs, lrs.tolist(), None if time_lrs is None else time_lrs.tolist(), marks, p.cuts, p.metrics,
-            getattr(getattr(p.schedule, "model", None), "monitor", "metric"),
-            f"{p.name}: {full}" if full else f"{p.name} (defaults)", f"{lr_text}, max_duration={p.clock.max_duration}",
-            p.clock.tokens_per_batch, "learning rate" if p.lr is not None else "LR multiplier",
-            loss_curve[:2] if loss_curve else None,
-        )  # fmt: skip
+        size = draw(args.out, p, xs, lrs, time_lrs, marks, loss_curve[:2] if loss_curve else None)
     except (OSError, ValueError) as e:  # a missing folder, or an extension matplotlib cannot write
         raise UsageError(f"--out {args.out}: cannot write: {' '.join(str(e).split())}") from None
     print(
