@@ -19,7 +19,16 @@ from typing import Any
 from foundry_ext.config.durations import Duration, DurationError, UnknownBatchesPerEpoch, parse
 from foundry_ext.config.errors import ConfigError
 
-__all__ = ["RunClock", "load_train_config", "max_duration", "one_line", "optimizer_lr", "run_clock", "summarize"]
+__all__ = [
+    "RunClock",
+    "drop_null_scheduler_keys",
+    "load_train_config",
+    "max_duration",
+    "one_line",
+    "optimizer_lr",
+    "run_clock",
+    "summarize",
+]
 
 
 def one_line(error: BaseException) -> str:
@@ -101,7 +110,22 @@ def load_train_config(path: str, overrides: list[str] | tuple[str, ...] = ()) ->
         first = str(e).splitlines()[0] if str(e) else type(e).__name__  # later lines repeat full_key, object_type
         raise ConfigError(key or "", f"cannot resolve: {first}") from None
     assert isinstance(resolved, dict)
-    return {str(k): v for k, v in resolved.items()}
+    return drop_null_scheduler_keys({str(k): v for k, v in resolved.items()})
+
+
+def drop_null_scheduler_keys(cfg: dict[str, Any]) -> dict[str, Any]:
+    """Remove the ``scheduler`` block's keys whose value is null (in place; ``cfg`` is returned): a null key is unset.
+
+    OmegaConf merges an override into the file's block, so ``scheduler={name: reduce_lr_on_plateau}`` over a file
+    with another scheduler keeps that scheduler's keys; ``scheduler={name: reduce_lr_on_plateau, t_decay: null}``
+    clears one. The tools (through :func:`load_train_config`) and training (through the pre-flight config transform)
+    both drop them, so the switch works the same everywhere.
+    """
+    block = cfg.get("scheduler")
+    if isinstance(block, dict):
+        for key in [k for k, v in block.items() if v is None and k != "name"]:
+            del block[key]
+    return cfg
 
 
 def _too_deep(error: BaseException) -> bool:
