@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import itertools
 import time
 
 from foundry_ext.cli import UsageError, add_config_arguments
@@ -182,58 +181,21 @@ def _draw(path: str, steps, lr, pred, measured, title: str) -> None:
         plt.close(fig)
 
 
-def _grid(specs: list[str], config: str, overrides: list[str]) -> list[tuple[str, list[str]]]:
-    """Parse ``KEY=V1,V2``; a key must be one the YAML has, or one its scheduler accepts (did-you-mean)."""
-    from foundry_ext.catalog.registry import validate_block
-    from foundry_ext.config.errors import ConfigError, did_you_mean
-    from foundry_ext.config.train_yaml import load_train_config
-
-    try:
-        cfg = load_train_config(config, overrides)
-    except ConfigError as e:
-        raise UsageError("; ".join(map(str, e.problems))) from None
-    block = cfg.get("scheduler") if isinstance(cfg.get("scheduler"), dict) else {}
-    model = validate_block(block, "scheduler") if block else None
-    sched_keys = set(block) | (set(type(model).model_fields) if model is not None else set())
-    grid = []
-    for spec in specs:
-        key, sep, values = spec.partition("=")
-        key = key.strip()
-        if not sep or not values.strip():
-            raise UsageError(f"--grid {spec!r}: expected KEY=V1,V2,... (e.g. scheduler.t_decay=0.1dur,0.2dur)")
-        if key.startswith("scheduler."):
-            sub = key.removeprefix("scheduler.")
-            if sub not in sched_keys:
-                options = sorted(f"scheduler.{k}" for k in sched_keys if k != "name")
-                raise UsageError(
-                    f"--grid {key}: scheduler {block.get('name')!r} has no key {sub!r}{did_you_mean(key, options)}"
-                )
-        else:
-            node = cfg
-            for part in key.split("."):
-                if not isinstance(node, dict) or part not in node:
-                    top = sorted(cfg) + sorted(f"scheduler.{k}" for k in sched_keys)
-                    raise UsageError(f"--grid {key}: the YAML has no key {key!r}{did_you_mean(key, top)}")
-                node = node[part]
-        grid.append((key, [v.strip() for v in values.split(",") if v.strip()]))
-    return grid
-
-
 def _tune(args: argparse.Namespace) -> int:
-    from foundry_ext.law.predict import predict
+    from foundry_ext.config.errors import ConfigError
+    from foundry_ext.law.tune import TuneError, combinations, parse_grid, rank
 
     form, params = _read_law(args.law)
-    grid = _grid(args.grid, args.config, list(args.overrides))
+    try:
+        grid = parse_grid(args.grid, args.config, list(args.overrides))
+    except TuneError as e:
+        raise UsageError(str(e)) from None
+    except ConfigError as e:
+        raise UsageError("; ".join(map(str, e.problems))) from None
     started = time.perf_counter()
-    rows = []
-    for combo in itertools.product(*(values for _, values in grid)):
-        extra = [f"{k}={v}" for (k, _), v in zip(grid, combo, strict=True)]
-        lr = _yaml_lrs(args.config, [*args.overrides, *extra])
-        final = float(predict(form, params, lr, [len(lr)])[0])  # type: ignore[arg-type]
-        rows.append((final, extra))
-    rows.sort(key=lambda r: r[0])
+    rows = rank(form, params, lambda extra: _yaml_lrs(args.config, [*args.overrides, *extra]), combinations(grid))
     print(f"{len(rows)} combinations predicted in {time.perf_counter() - started:.2f}s ({form} law), best first:")
-    for rank, (final, extra) in enumerate(rows, start=1):
-        print(f"  {rank:>3}. {final:.4f}  {' '.join(extra)}")
-    print(f"best: {' '.join(rows[0][1])}")
+    for i, c in enumerate(rows, start=1):
+        print(f"  {i:>3}. {c.final:.4f}  {' '.join(c.overrides)}")
+    print(f"best: {' '.join(rows[0].overrides)}")
     return 0

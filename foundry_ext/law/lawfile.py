@@ -7,26 +7,12 @@ import math
 from dataclasses import asdict
 from typing import Any
 
-from foundry_ext.law import multipower, tissue
-from foundry_ext.law.fit import BETA_MIN, GAMMA_MAX, FitResult
+from foundry_ext.law.fit import FitResult
+from foundry_ext.law.forms import FORMS
 
 __all__ = ["VERSION", "LawFileError", "read_law", "write_law"]
 
 VERSION = 1
-# each parameter's valid range (the fit's bounds, in the runs' LR units: B and C scale with the LR, so no upper bound)
-_RANGES: dict[str, dict[str, tuple[float, float]]] = {
-    "multipower": {
-        "L0": (0.0, math.inf),
-        "A": (0.0, math.inf),
-        "alpha": (0.01, 3.0),
-        "B": (0.0, math.inf),
-        "C": (0.0, math.inf),
-        "beta": (BETA_MIN, 5.0),
-        "gamma": (0.0, GAMMA_MAX),
-    },
-    "tissue": {"L0": (0.0, math.inf), "A": (0.0, math.inf), "alpha": (0.01, 3.0), "C": (0.0, math.inf),
-               "lam": (0.0, 0.99999)},
-}  # fmt: skip
 
 
 class LawFileError(ValueError):
@@ -68,16 +54,17 @@ def read_law(path: str) -> tuple[str, list[float]]:
             f"version {VERSION}: fit again with `foundry-ext law fit`"
         )
     form = doc.get("form")
-    if form not in _RANGES:
-        raise LawFileError(f"{path}: form {form!r} is unknown; expected one of {', '.join(_RANGES)}")
-    names = multipower.NAMES if form == "multipower" else tissue.NAMES
+    if not isinstance(form, str) or form not in FORMS:
+        raise LawFileError(f"{path}: form {form!r} is unknown; expected one of {', '.join(FORMS)}")
+    names = FORMS[form].names
+    ranges = FORMS[form].ranges()
     params = doc.get("params")
     if not isinstance(params, dict):
         raise LawFileError(f"{path}: params must be an object with {', '.join(names)}")
     values = []
     for name in names:
         value = params.get(name)
-        lo, hi = _RANGES[form][name]
+        lo, hi = ranges[name]
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise LawFileError(f"{path}: params.{name} {value!r} is not a finite number")
         if not lo <= value <= hi:
