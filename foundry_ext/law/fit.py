@@ -37,6 +37,7 @@ __all__ = [
     "RunQuality",
     "check_compatible",
     "check_identifiable",
+    "decays_after_warmup",
     "fit",
     "from_unit_lr",
     "quality",
@@ -99,7 +100,7 @@ def check_identifiable(traces: Sequence[Trace]) -> None:
             f"{len(traces)} run given: the law needs two or more runs of one model and data, with different "
             "schedules (e.g. a constant and a cosine)"
         )
-    decays = [t for t in traces if _decays_after_warmup(t)]
+    decays = [t for t in traces if decays_after_warmup(t)]
     if not decays:
         raise FitError(
             "every run's LR is constant after its warmup: the decay term (B, C, beta, gamma) cannot be identified; "
@@ -140,7 +141,8 @@ def check_compatible(traces: Sequence[Trace]) -> None:
         spread(with_loss, 2.0, "median losses", "perplexity or bits mixed with cross-entropy in nats?")
 
 
-def _decays_after_warmup(t: Trace) -> bool:
+def decays_after_warmup(t: Trace) -> bool:
+    """Whether the run's LR falls anywhere after its warmup (within the batches it measured)."""
     d = multipower.drops(t.lr)[int(t.warmup or 0) + 1 : int(t.steps.max(initial=0))]
     return bool(np.any(d > 1e-9 * float(np.max(t.lr, initial=0.0))))
 

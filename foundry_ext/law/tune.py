@@ -1,7 +1,15 @@
-"""Rank schedules by the loss a fitted law predicts: a grid of YAML keys (``law tune``).
+r"""Rank schedules by the loss a fitted law predicts: a grid of YAML keys, or anneal branches (``law tune``).
 
 :func:`parse_grid` reads ``KEY=V1,V2,...`` specs against a train YAML (a key must be one the YAML has or one its
-scheduler accepts: did-you-mean otherwise); :func:`rank` predicts the final loss of every combination, best first.
+scheduler accepts: did-you-mean otherwise); :func:`rank` predicts the final loss of every candidate with its band,
+best first; :func:`unresolved` counts the candidates whose band overlaps the best's (the law cannot tell them apart).
+
+**Branches** (:func:`branch_lr`): a cooldown branched from batch ``s`` of a stable run trains the stable run's LR for
+batches ``0 .. s - 1``, then decays over ``D`` batches from the stable run's LR at ``s``, :math:`\eta_s`, to
+``floor`` times the run's peak LR :math:`\eta_{max}` with a ``warmup_stable_decay`` shape :math:`d`:
+
+.. math::
+    \eta_{s + j} = \phi\,\eta_{max} + (\eta_s - \phi\,\eta_{max})\, d(j / D), \qquad j = 0 .. D - 1.
 """
 
 from __future__ import annotations
@@ -9,12 +17,24 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from foundry_ext.law.predict import predict
 
-__all__ = ["Candidate", "TuneError", "combinations", "parse_grid", "rank"]
+__all__ = [
+    "MAX_CANDIDATES",
+    "Candidate",
+    "TuneError",
+    "branch_lr",
+    "combinations",
+    "parse_grid",
+    "rank",
+    "unresolved",
+]
+
+MAX_CANDIDATES = 500  # a grid's combinations (each a whole schedule to compute): more is a mistake, or a job
 
 
 class TuneError(ValueError):
@@ -23,10 +43,13 @@ class TuneError(ValueError):
 
 @dataclass
 class Candidate:
-    """One schedule of a grid: its overrides and the predicted loss after its last batch."""
+    """One candidate schedule: its label (overrides), predicted loss after its last batch, band and warnings."""
 
     overrides: list[str]
     final: float
+    low: float | None = None
+    high: float | None = None
+    warnings: list[str] | None = None
 
 
 def parse_grid(specs: Sequence[str], config: str, overrides: Sequence[str]) -> list[tuple[str, list[str]]]:
@@ -64,7 +87,17 @@ def parse_grid(specs: Sequence[str], config: str, overrides: Sequence[str]) -> l
                     top = sorted(cfg) + sorted(f"scheduler.{k}" for k in sched_keys)
                     raise TuneError(f"--grid {key}: the YAML has no key {key!r}{did_you_mean(key, top)}")
                 node = node[part]
-        grid.append((key, [v.strip() for v in values.split(",") if v.strip()]))
+        parts = [v.strip() for v in values.split(",")]
+        if any(not v for v in parts):
+            raise TuneError(f"--grid {spec!r}: an empty value; expected KEY=V1,V2,... with no empty item")
+        grid.append((key, parts))
+    n = 1
+    for _, values in grid:
+        n *= len(values)
+    if n > MAX_CANDIDATES:
+        raise TuneError(f"--grid: {n} combinations; at most {MAX_CANDIDATES} (each is a whole schedule to compute)")
+    if n < 2:
+        raise TuneError("--grid: 1 combination, nothing to rank; give two or more values (or use `law predict`)")
     return grid
 
 
@@ -76,13 +109,44 @@ def combinations(grid: Sequence[tuple[str, Sequence[str]]]) -> list[list[str]]:
     ]
 
 
-def rank(
-    form: str, params: Sequence[float], lrs_of: Callable[[list[str]], np.ndarray], combos: Sequence[list[str]]
-) -> list[Candidate]:
-    """The predicted final loss of each combination (``lrs_of(overrides)``: its LR of every batch), best first."""
+def rank(law: Any, lrs_of: Callable[[list[str]], np.ndarray], combos: Sequence[list[str]]) -> list[Candidate]:
+    """Each candidate's predicted final loss and band (``lrs_of(label)``: its LR of every batch), best first.
+
+    ``law`` is a :class:`~foundry_ext.law.lawfile.Law`. Raises ``TuneError`` for a candidate the law cannot predict.
+    """
+    from foundry_ext.law.reliability import band, extrapolation, refuse_reason
+
     rows = []
     for extra in combos:
         lr = lrs_of(extra)
-        rows.append(Candidate(extra, float(predict(form, params, lr, np.array([len(lr)]))[0])))
+        end = np.array([len(lr)])
+        pred = predict(law.form, law.params, lr, end)
+        why = refuse_reason(law.form, law.params, end, pred)
+        if why:
+            raise TuneError(f"{' '.join(extra)}: {why}")
+        c = Candidate(extra, float(pred[0]), warnings=extrapolation(law.domain, lr))
+        b = band(law.form, law.params, law.subfits, law.train_mean_rel or 0.0, law.domain, lr, end, pred)
+        if b is not None:
+            c.low, c.high = float(b[0][0]), float(b[1][0])
+        rows.append(c)
     rows.sort(key=lambda c: c.final)
     return rows
+
+
+def unresolved(rows: Sequence[Candidate]) -> int:
+    """How many candidates after the best have a band overlapping the best's (0: the best is resolved)."""
+    best = rows[0]
+    if best.high is None:
+        return 0
+    return sum(1 for c in rows[1:] if c.low is not None and c.low <= best.high)
+
+
+def branch_lr(stable: np.ndarray, start: int, decay: int, shape: str, floor: float) -> np.ndarray:
+    """The LR of every batch of a cooldown branched at batch ``start`` of the stable run ``stable`` (module doc)."""
+    from foundry_ext.schedules.wsd import decay_shape
+
+    peak = float(np.max(stable[: max(start, 1)]))
+    lr_s = float(stable[start]) if start < len(stable) else float(stable[-1])
+    p = np.arange(decay, dtype=np.float64) / decay
+    d = np.array([decay_shape(shape, float(x)) for x in p])
+    return np.concatenate([stable[:start], floor * peak + (lr_s - floor * peak) * d])
