@@ -44,7 +44,7 @@ def _bitwise(a: Any, b: Any) -> bool:
     if isinstance(a, dict):
         return a.keys() == b.keys() and all(_bitwise(a[k], b[k]) for k in a)
     if isinstance(a, (list, tuple)):
-        return len(a) == len(b) and all(_bitwise(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(_bitwise(x, y) for x, y in zip(a, b, strict=True))
     return a == b
 
 
@@ -91,9 +91,9 @@ def test_clean_run_skips_nothing_and_bad_batches_are_skipped() -> None:
 def test_gradient_accumulation_decides_on_the_whole_batch() -> None:
     whole, split = SpikeGuard(**GUARD), SpikeGuard(**GUARD)
     make_trainer([], max_duration="20ba", callbacks=[whole, InjectBadBatches([15])])[0].fit()
-    make_trainer(
-        [], max_duration="20ba", callbacks=[split, InjectBadBatches([15])], device_train_microbatch_size=1
-    )[0].fit()
+    make_trainer([], max_duration="20ba", callbacks=[split, InjectBadBatches([15])], device_train_microbatch_size=1)[
+        0
+    ].fit()
     assert [b for b, s, _ in split.decisions if s] == [15]
     assert whole.rule.losses == pytest.approx(split.rule.losses, rel=1e-5)
 
@@ -170,13 +170,16 @@ def test_resume_decides_as_the_uninterrupted_run(tmp_path: Path) -> None:
     b.close()
     second = SpikeGuard(**GUARD)
     c, _ = make_trainer(
-        [], max_duration="40ba", callbacks=[second, InjectBadBatches(bad)], load_path=str(tmp_path / "r" / "ep1-ba20-rank0.pt"),
-    )  # fmt: skip
+        [],
+        max_duration="40ba",
+        callbacks=[second, InjectBadBatches(bad)],
+        load_path=str(tmp_path / "r" / "ep1-ba20-rank0.pt"),
+    )
     assert list(second.rule.losses) == list(first.rule.losses)
     c.fit()
     assert second.decisions == full.decisions[20:]
     assert list(second.rule.losses) == list(full.rule.losses)
-    for p, q in zip(a.state.model.parameters(), c.state.model.parameters()):
+    for p, q in zip(a.state.model.parameters(), c.state.model.parameters(), strict=True):
         assert torch.equal(p, q)
 
 

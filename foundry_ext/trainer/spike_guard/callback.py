@@ -80,6 +80,7 @@ class SpikeGuard(Callback):
         self.rule = SpikeRule(c.threshold, c.window, c.min_history, c.max_skips, c.ceiling)
         self._reset()
         self._stop: str | None = None
+        self.skipped_batch: int | None = None  # the last skipped batch (0-indexed): the plateau leaves its loss out
         self.decisions: list[tuple[int, bool, float]] = []  # (batch, skipped, z): read by tests and the benchmark
 
     def _reset(self) -> None:
@@ -167,6 +168,7 @@ class SpikeGuard(Callback):
         stop = self.rule.stop_reason(loss)
         if decision.skip or stop:
             _drop_gradients(state)
+            self.skipped_batch = batch
         logger.log_metrics(
             {
                 "spike_guard/skipped": int(decision.skip or stop is not None),
