@@ -225,3 +225,26 @@ def test_rollback_without_save_folder_and_guard_twice_exit_2_before_the_first_ba
     assert capsys.readouterr().err.strip() == (
         "foundry-ext: error: callbacks.spike_guard: listed 2 times; allowed: once (each would skip on its own)"
     )
+
+
+@pytest.mark.slow
+def test_two_ranks_decide_alike_and_skip_bitwise(tmp_path: Path) -> None:
+    """``composer -n 2``: the bad batch is on rank 1 only; both ranks skip it, bitwise, and end with equal weights."""
+    import json
+    import os
+    import subprocess
+
+    from tests.support.launcher import COMPOSER, REPO
+    from tests.support.multirank import free_port
+
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    cmd = [str(COMPOSER), "-n", "2", "--master_port", str(free_port()), str(REPO / "tests/spike/two_ranks.py")]
+    done = subprocess.run([*cmd, str(tmp_path)], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert [r["world_size"] for r in ranks] == [2, 2]
+    assert ranks[0]["decisions"] == ranks[1]["decisions"]
+    assert [b for b, s, _ in ranks[0]["decisions"] if s] == [12]
+    assert all(r["bitwise_at_skip"] and r["changed_before"] for r in ranks)
+    assert ranks[0]["weights"] == ranks[1]["weights"]
+    assert done.stdout.count("spike_guard: skipped batch 13") == 1  # one line, rank 0
