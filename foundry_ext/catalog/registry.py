@@ -16,7 +16,12 @@ from functools import cache
 from importlib.metadata import entry_points
 from typing import Any
 
-from foundry_ext.catalog.callbacks import CheckpointGuardConfig, PlateauCallbackKeys, ResumeCheckKeys
+from foundry_ext.catalog.callbacks import (
+    CheckpointGuardConfig,
+    PlateauCallbackKeys,
+    ResumeCheckKeys,
+    SpikeGuardConfig,
+)
 from foundry_ext.config.base import ConfigModel, build
 from foundry_ext.config.errors import ConfigError, Problem, join_path
 from foundry_ext.schedules.base import ScheduleModel
@@ -64,6 +69,7 @@ def _callback_models() -> dict[str, type[ConfigModel]]:
         "reduce_lr_on_plateau": PlateauCallbackKeys,
         "schedule_resume_check": ResumeCheckKeys,
         "checkpoint_guard": CheckpointGuardConfig,
+        "spike_guard": SpikeGuardConfig,
     }
 
 

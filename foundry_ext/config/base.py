@@ -192,6 +192,11 @@ def _locate(model: type[BaseModel], raw_loc: Iterable[Any]) -> tuple[list[Any], 
             continue
         if part in ("function-plain", "function-after", "function-before", "function-wrap", "list", "dict"):
             continue
+        if isinstance(current, type) and issubclass(current, BaseModel) and _strip(annotation) is not current:
+            # an unknown key inside an optional block (``X | None``): pydantic names no branch there
+            owner = current
+            loc.append(part)
+            continue
         if _is_union(annotation) and isinstance(part, str):
             # a plain union's member label ('float', 'list[float]'): pydantic's name for the branch, not a YAML key
             annotation = _union_branch(annotation, part)

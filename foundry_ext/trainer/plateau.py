@@ -173,6 +173,9 @@ class ReduceLROnPlateauCallback(Callback):
         scheduler = self._scheduler()
         if not scheduler.train_monitor:
             return
+        batch = state.timestamp.batch.value - 1
+        if any(getattr(cb, "skipped_batch", None) == batch for cb in state.callbacks):
+            return  # callbacks.spike_guard skipped this step: its loss is no training progress to judge
         losses = state.total_loss_dict  # already all-reduced by the Trainer: the same on every rank
         if scheduler.monitor not in losses:
             raise ConfigError(
