@@ -47,9 +47,6 @@ class _Run:
 
     def __init__(self, source: str) -> None:
         self.source = source
-        # a server that does not answer fails in seconds, not after MLflow's default 7 retries with backoff
-        os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
-        os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
         if source.startswith("runs:/"):
             run_id, _, rest = source.removeprefix("runs:/").strip("/").partition("/")
             if not run_id or rest:
@@ -85,12 +82,20 @@ class _Run:
         self.keys = sorted(run.data.metrics)
 
     def _call(self, fn: Any, doing: str) -> Any:
+        # a server that does not answer fails in seconds, not after MLflow's default 7 retries with backoff (unless
+        # the user set these); the process's environment is left as it was
+        bounded = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1", "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}
+        added = [k for k in bounded if k not in os.environ]
+        os.environ.update({k: bounded[k] for k in added})
         try:
             return fn()
         except RunLogError:
             raise
         except Exception as e:  # MLflow's stores raise many kinds (MlflowException, ValueError, OSError, ...)
             raise RunLogError(f"{self.where}: MLflow {doing}: {_one_line(e)}") from None
+        finally:
+            for k in added:
+                os.environ.pop(k, None)
 
     def history(self, key: str) -> tuple[np.ndarray, np.ndarray]:
         """Steps and values of ``key``; the last value logged at a step wins; every value finite."""
