@@ -144,7 +144,10 @@ def build(d: Path) -> dict[str, Case]:
     cases["mlflow-no-lr-metric"] = (
         fit_mlflow(str(by_name["no-lr"]), good),
         {},
-        [f"{by_name['no-lr']}: no lr_monitor metric (lr-<optimizer>/group0)", f"metrics it has: loss/train/total, {METRIC}"],
+        [
+            f"{by_name['no-lr']}: no lr_monitor metric (lr-<optimizer>/group0)",
+            f"metrics it has: loss/train/total, {METRIC}",
+        ],
     )
     cases["mlflow-wrong-metric"] = (
         ["law", "fit", str(by_name["steps"]), good, "--out", str(out / "law.json")],
