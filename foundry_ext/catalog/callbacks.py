@@ -17,9 +17,11 @@ from pydantic import Field, field_validator, model_validator
 
 from foundry_ext.config.base import ConfigModel
 
-__all__ = ["FIELD", "CheckpointGuardConfig", "PlateauCallbackKeys", "ResumeCheckKeys"]
+__all__ = ["FIELD", "UNCHECKED_SUFFIXES", "CheckpointGuardConfig", "PlateauCallbackKeys", "ResumeCheckKeys"]
 
 FIELD = "callbacks.checkpoint_guard"
+#: ``save_filename`` endings the guard cannot check (compressed or tar checkpoints): refused before anything is built
+UNCHECKED_SUFFIXES = (".tar", ".tgz", ".gz", ".bz2", ".lzma", ".lz4", ".lzo", ".xz", ".zst")
 _NAME_MAX = 255  # bytes in one file name (Linux, macOS)
 _PATH_MAX = 1024  # bytes in the whole relative path: far below PATH_MAX once save_folder is prefixed
 
