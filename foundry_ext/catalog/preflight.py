@@ -39,7 +39,7 @@ from foundry_ext.catalog.registry import (
 )
 from foundry_ext.config.base import build
 from foundry_ext.config.durations import UnknownBatchesPerEpoch, parse
-from foundry_ext.config.errors import ConfigError, Problem, did_you_mean, scheduler_did_you_mean
+from foundry_ext.config.errors import ConfigError, Problem, RunStopped, did_you_mean, scheduler_did_you_mean
 from foundry_ext.config.notices import errors_first, warn_once
 from foundry_ext.config.train_yaml import RunClock, run_clock
 from foundry_ext.schedules.base import ScheduleModel, run_check
@@ -422,7 +422,7 @@ def preflight_transform(cfg: dict[str, Any]) -> dict[str, Any]:
     found = check_train_config(cfg, world_size=world_size)
     if found.errors:
         errors_first([str(problem) for problem in found.errors])
-        raise ConfigError(found.errors)
+        raise RunStopped(found.errors)
     for warning in found.warnings:
         warn_once(str(warning))
     return cfg
