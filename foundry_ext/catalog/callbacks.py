@@ -21,6 +21,7 @@ from foundry_ext.config.errors import ConfigError
 __all__ = [
     "FIELD",
     "SPIKE_FIELD",
+    "UNCHECKED_SUFFIXES",
     "CheckpointGuardConfig",
     "PlateauCallbackKeys",
     "ResumeCheckKeys",
@@ -30,6 +31,8 @@ __all__ = [
 ]
 
 FIELD = "callbacks.checkpoint_guard"
+#: ``save_filename`` endings the guard cannot check (compressed or tar checkpoints): refused before anything is built
+UNCHECKED_SUFFIXES = (".tar", ".tgz", ".gz", ".bz2", ".lzma", ".lz4", ".lzo", ".xz", ".zst")
 _NAME_MAX = 255  # bytes in one file name (Linux, macOS)
 _PATH_MAX = 1024  # bytes in the whole relative path: far below PATH_MAX once save_folder is prefixed
 

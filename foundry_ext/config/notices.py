@@ -10,9 +10,8 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from typing import Any
 
-__all__ = ["errors_first", "quiet_if_uncaught", "warn_once"]
+__all__ = ["errors_first", "warn_once"]
 
 
 class _StderrHandler(logging.Handler):
@@ -50,25 +49,3 @@ def errors_first(lines: list[str]) -> None:
     if os.environ.get("RANK", "0") == "0":
         for line in lines:
             print(f"foundry-ext: error: {line}", file=sys.stderr, flush=True)
-
-
-def quiet_if_uncaught(error: BaseException) -> None:
-    """If ``error`` ends the process uncaught, exit with status 2 and no traceback (its lines are printed already).
-
-    At training time a bad config is raised from llm-foundry's config transforms, through ``train.py``: Python would
-    print a traceback of llm-foundry's frames under the :func:`errors_first` lines. A caller that catches the error
-    (a test, a notebook) still gets it; any other uncaught exception keeps the usual traceback.
-    """
-    previous = sys.excepthook
-
-    def hook(kind: type[BaseException], value: BaseException, tb: Any) -> None:
-        if value is not error:
-            previous(kind, value, tb)
-            return
-        if os.environ.get("RANK", "0") == "0":
-            print("foundry-ext: training stopped before building anything (the problems above)", file=sys.stderr)
-        sys.stderr.flush()
-        sys.stdout.flush()
-        os._exit(2)
-
-    sys.excepthook = hook

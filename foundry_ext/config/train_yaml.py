@@ -80,8 +80,9 @@ def load_train_config(path: str, overrides: list[str] | tuple[str, ...] = ()) ->
         raise fail(f"{path}: cannot read: {one_line(e)}") from None
     except Exception as e:  # yaml.YAMLError and OmegaConf's own errors: both mean "not a valid YAML config"
         if _too_deep(e):
-            key = str(getattr(e, "full_key", "") or "").split("[")[0].split(".")[0]
-            where = f" under {key!r}" if key else ""
+            key, line = _deepest(path)
+            key = key or str(getattr(e, "full_key", "") or "").split("[")[0].split(".")[0]
+            where = (f" under {key!r}" if key else "") + (f" (line {line})" if line else "")
             raise fail(
                 f"{path}: invalid YAML: values nested too deep{where} (hundreds of levels; a train config nests a few)"
             ) from None
@@ -126,6 +127,35 @@ def drop_null_scheduler_keys(cfg: dict[str, Any]) -> dict[str, Any]:
         for key in [k for k, v in block.items() if v is None and k != "name"]:
             del block[key]
     return cfg
+
+
+def _deepest(path: str, limit: int = 100) -> tuple[str, int]:
+    """The top-level key and the line at which ``path``'s values first nest ``limit`` levels deep ("", 0 if never).
+
+    PyYAML's event parser keeps a stack of its own (no recursion), so it walks a file that its composer, and
+    OmegaConf's, cannot build.
+    """
+    import yaml
+
+    depth, key, expect_key = 0, "", False
+    try:
+        with open(path) as f:
+            for event in yaml.parse(f):
+                if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                    depth += 1
+                    if depth > limit:
+                        return key, event.start_mark.line + 1
+                    expect_key = isinstance(event, yaml.MappingStartEvent) and depth == 1
+                elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                    depth -= 1
+                    expect_key = depth == 1
+                elif depth == 1 and isinstance(event, yaml.ScalarEvent):
+                    if expect_key:
+                        key = event.value
+                    expect_key = not expect_key
+    except (yaml.YAMLError, OSError, UnicodeDecodeError):
+        pass
+    return key, 0
 
 
 def _too_deep(error: BaseException) -> bool:
