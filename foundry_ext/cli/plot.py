@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import os
 import time
 
 from foundry_ext.cli import UsageError, add_config_arguments, check_output_paths
@@ -32,8 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--metrics",
         metavar="FILE.csv|RUN",
         help="reduce_lr_on_plateau only: the monitored metric of a past run, a CSV of rows 'batch,value' (header "
-        "optional) or an MLflow run folder (mlruns/<experiment>/<run>); the cuts the adapter would make are "
-        "simulated and drawn",
+        "optional), an MLflow run folder (mlruns/<experiment>/<run>) or runs:/RUN_ID of MLFLOW_TRACKING_URI; the "
+        "cuts the adapter would make are simulated and drawn",
     )
     parser.add_argument(
         "--batches-per-epoch",
@@ -84,39 +83,6 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _read_mlflow_metric(run: str, monitor: str | None) -> list[tuple[int, float]]:
-    from foundry_ext.config.errors import did_you_mean
-
-    folder = os.path.join(run, "metrics")
-    if not os.path.isdir(folder):
-        raise UsageError(f"--metrics {run}: a folder without metrics/: expected an MLflow run folder or a CSV file")
-    if not monitor:
-        raise UsageError(f"--metrics {run}: an MLflow run needs the scheduler's monitor to pick its metric")
-    file = os.path.join(folder, *monitor.split("/"))
-    if not os.path.isfile(file):
-        logged = sorted(
-            os.path.relpath(os.path.join(d, f), folder).replace(os.sep, "/") for d, _, fs in os.walk(folder) for f in fs
-        )
-        raise UsageError(
-            f"--metrics {run}: the run has no metric {monitor!r}{did_you_mean(monitor, logged)}; "
-            f"it logged: {', '.join(logged) or 'nothing'}"
-        )
-    by_step: dict[int, float] = {}
-    with open(file) as f:
-        for lineno, line in enumerate(f, start=1):
-            parts = line.split()
-            if not parts:
-                continue
-            try:
-                _, value, step = float(parts[0]), float(parts[1]), int(parts[2])
-            except (ValueError, IndexError):
-                raise UsageError(f"--metrics {file}:{lineno}: expected MLflow's 'timestamp value step'") from None
-            by_step[step] = value  # a metric logged twice at one step: MLflow keeps both, the last one counts
-    if not by_step:
-        raise UsageError(f"--metrics {file}: no values")
-    return sorted(by_step.items())
-
-
 def _non_negative_int(text: str) -> int:
     try:
         value = int(text.replace("_", ""))
@@ -128,39 +94,13 @@ def _non_negative_int(text: str) -> int:
 
 
 def read_metrics(path: str, monitor: str | None = None) -> list[tuple[int, float]]:
-    """Rows ``batch,value`` of ``path``, in order; a first row that is not numeric is taken as a header.
+    """Rows ``batch,value`` of a CSV, or the ``monitor`` metric of an MLflow run (:mod:`foundry_ext.runlog`)."""
+    from foundry_ext.runlog import RunLogError, read_series
 
-    ``path`` may also be a run folder of MLflow's local file store (``mlruns/<experiment>/<run>``, as Composer's
-    ``MLFlowLogger`` writes it with a ``file:`` tracking URI): the ``monitor`` metric's file there holds lines
-    ``timestamp value step``, and ``step`` is the batch timestamp Composer logged it at.
-    """
-    if os.path.isdir(path):
-        return _read_mlflow_metric(path, monitor)
-    if not os.path.isfile(path):
-        raise UsageError(f"--metrics {path}: no such file")
-    rows: list[tuple[int, float]] = []
-    with open(path, newline="") as f:
-        for lineno, row in enumerate(csv.reader(f), start=1):
-            cells = [c.strip() for c in row]
-            if not any(cells) or cells[0].startswith("#"):
-                continue
-            if len(cells) < 2:
-                raise UsageError(f"--metrics {path}:{lineno}: expected 'batch,value', got {','.join(row)!r}")
-            try:
-                batch = int(float(cells[0].removesuffix("ba")))
-                value = float(cells[1])
-            except ValueError:
-                if not rows and lineno == 1:
-                    continue  # header
-                raise UsageError(
-                    f"--metrics {path}:{lineno}: expected 'batch,value' numbers, got {','.join(row)!r}"
-                ) from None
-            if rows and batch < rows[-1][0]:
-                raise UsageError(f"--metrics {path}:{lineno}: batch {batch} comes after batch {rows[-1][0]}; sort rows")
-            rows.append((batch, value))
-    if not rows:
-        raise UsageError(f"--metrics {path}: no 'batch,value' rows")
-    return rows
+    try:
+        return read_series(path, monitor)
+    except RunLogError as e:
+        raise UsageError(f"--metrics {e}") from None
 
 
 def run(args: argparse.Namespace) -> int:

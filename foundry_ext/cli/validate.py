@@ -28,16 +28,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_arguments(parser)
     parser.add_argument(
         "--batches-per-epoch",
-        type=int,
+        type=_positive_int,
         metavar="N",
         help="batches in one epoch, for durations in 'ep' (default: from the local MDS index of train_loader.dataset "
         "and global_train_batch_size, when there is one)",
     )
-    parser.add_argument("--tokens-per-batch", type=int, metavar="N", help="tokens per batch, for durations in 'tok'")
-    parser.add_argument("--samples-per-batch", type=int, metavar="N", help="samples per batch, for durations in 'sp'")
     parser.add_argument(
-        "--world-size", type=int, default=1, metavar="N", help="ranks the run uses (batches per epoch depend on it)"
+        "--tokens-per-batch", type=_positive_int, metavar="N", help="tokens per batch, for durations in 'tok'"
     )
+    parser.add_argument(
+        "--samples-per-batch", type=_positive_int, metavar="N", help="samples per batch, for durations in 'sp'"
+    )
+    parser.add_argument(
+        "--world-size",
+        type=_positive_int,
+        default=1,
+        metavar="N",
+        help="ranks the run uses (batches per epoch depend on it)",
+    )
+
+
+def _positive_int(text: str) -> int:
+    """An option counting batches, tokens, samples or ranks: an integer >= 1 (``--world-size 0`` has no batches)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer; expected an integer >= 1") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not allowed; expected an integer >= 1")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from foundry_ext.law import multipower, tissue
+from foundry_ext.law.forms import form_of
 from foundry_ext.law.trace import Trace
 
 __all__ = ["predict", "predict_points", "yaml_lrs"]
@@ -22,8 +22,7 @@ def predict_points(total: int, points: int, exact: Sequence[int] = ()) -> np.nda
 def predict(form: str, params: Sequence[float], lr: np.ndarray, steps: np.ndarray) -> np.ndarray:
     """The law's loss after each of ``steps`` batches of the per-batch LR trace ``lr``."""
     trace = Trace("predict", lr, warmup=0)
-    design = multipower.Design([(trace, steps)]) if form == "multipower" else tissue.Design([(trace, steps)])
-    return design.predict(params)
+    return form_of(form).design([(trace, steps)], 16).predict(params)  # type: ignore[attr-defined]
 
 
 def yaml_lrs(config: str, overrides: Sequence[str], metrics: list[tuple[int, float]] | None = None) -> np.ndarray:

@@ -189,6 +189,8 @@ def run_check(
         Problem(join_path(path, [p.field] if p.field else []), p.message)
         for p in (model.run_warnings(resolved.values, run) if not check.errors else [])
     ]
+    if not check.errors:
+        check.warnings += _ends_before_run(model, resolved.values, run, path)
     warmup = model.warmup_field
     if warmup and warmup in resolved.values and units[warmup] == total.unit and resolved.values[warmup] > total.value:
         unit = _unit_name(total.unit)
@@ -201,6 +203,30 @@ def run_check(
             )
         )
     return check
+
+
+def _ends_before_run(model: ScheduleModel, d: Mapping[str, int], run: RunContext, path: str) -> list[Problem]:
+    """This package's formulas that end at ``t_max`` and hold ``alpha_f`` after it (warmup_stable_decay, power).
+
+    Valid (a run may train on at its floor), but usually a ``t_max`` left from a longer run: ``stages`` and
+    ``wsd_periods`` warn of the same in their own words. Composer's classes (``linear``, ``cosine``, ...) are left
+    alone: their own tests build a ``t_max`` shorter than the run on purpose.
+    """
+    fields = type(model).model_fields
+    if not (model.has_formula and "t_max" in fields and "alpha_f" in fields) or run.unit != run.total_unit:
+        return []
+    end = d.get("t_max", run.total)
+    if end >= run.total:
+        return []
+    unit = _unit_name(run.unit)
+    return [
+        Problem(
+            join_path(path, ["t_max"]),
+            f"{model.t_max} ({end} {unit}) ends before max_duration={run.max_duration} ({run.total} "
+            f"{unit}): the last {run.total - end} {unit} train at alpha_f ({model.alpha_f:g}); set "
+            "t_max: 1dur, or shorten the run",
+        )
+    ]
 
 
 def _unit_name(unit: str) -> str:

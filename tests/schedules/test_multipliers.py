@@ -44,6 +44,10 @@ def _blocks() -> list[dict[str, Any]]:
             )
         )
     blocks.append(dict(name="warmup_stable_decay", t_warmup="100ba", t_decay="200ba", t_max="800ba", alpha_f=0.05))
+    for start in ("100ba", "123ba", "800ba"):  # an anneal branch: the decay from an absolute batch
+        blocks.append(
+            dict(name="warmup_stable_decay", t_warmup="100ba", t_decay_start=start, t_max="800ba", decay_type="sqrt")
+        )
     for b, t_w, t_d, a_i, a_f in itertools.product(
         (-0.51, -1.0, -0.01), ("1ba", "50ba", "0.1dur"), ("0ba", "1ba", "0.1dur"), (0.0, 0.2), (0.0, 0.01)
     ):
