@@ -188,7 +188,7 @@ BAD: dict[str, tuple[dict[str, Any], str, str]] = {
     "torch-type-missing": (S(name="torch_lr_scheduler", step_size=1), "scheduler.type", "is required"),
     "torch-lambda": (T("LambdaLR"), "scheduler.type", "callable"),
     "torch-plateau": (T("ReduceLROnPlateau"), "scheduler.type", "reduce_lr_on_plateau"),
-    "torch-optimizer": (T("StepLR", step_size=1, optimizer=None), "scheduler.optimizer", "cannot be set"),
+    "torch-optimizer": (T("StepLR", step_size=1, optimizer="sgd"), "scheduler.optimizer", "cannot be set"),
     "torch-last_epoch": (T("StepLR", step_size=1, last_epoch=5), "scheduler.last_epoch", "cannot be set"),
     "torch-unknown-key": (T("StepLR", step_sz=10), "scheduler.step_sz", "did you mean 'step_size'"),
     "steplr-missing": (T("StepLR", gamma=0.5), "scheduler.step_size", "is required by StepLR"),
