@@ -8,6 +8,7 @@ top only the standard library, and in ``run()`` what it uses.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
@@ -117,6 +118,26 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespa
     return leaf.parse_intermixed_args(rest, namespace)
 
 
+#: The options that name a file a command writes (``plot --out``, ``--csv``; ``lr-find --json``; ``law fit --out``).
+OUTPUT_OPTIONS = ("out", "csv", "json")
+#: The folder the docs write every output into (ignored by git): made on demand, unlike any other missing folder.
+OUTPUT_FOLDER = "out"
+
+
+def _make_output_folders(args: argparse.Namespace) -> None:
+    """Create ``out/`` (and folders under it) for an output file given there: ``--out out/lr.png``.
+
+    Any other missing folder is still refused by :func:`check_output_paths` (a typo in a path fails before any
+    work); a folder that cannot be made is left to that check.
+    """
+    for name in OUTPUT_OPTIONS:
+        value = getattr(args, name, None)
+        folder = os.path.dirname(os.path.normpath(value)) if isinstance(value, str) else ""
+        if folder.split(os.sep)[0] == OUTPUT_FOLDER:
+            with contextlib.suppress(OSError):
+                os.makedirs(folder, exist_ok=True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``foundry-ext`` console script."""
     parser = argparse.ArgumentParser(
@@ -133,6 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parse(parser, argv)
     for note in unit_notes(getattr(args, "overrides", None) or []):
         print(note, file=sys.stderr)
+    _make_output_folders(args)
     module = importlib.import_module(args._module)
     try:
         return int(module.run(args) or 0)

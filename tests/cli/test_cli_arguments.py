@@ -53,3 +53,18 @@ def test_a_unitless_duration_override_says_its_unit(capsys: pytest.CaptureFixtur
     out, err = capsys.readouterr()
     assert err == "note: max_duration=100 has no unit: Composer reads it as 100ep (epochs); write 100ba for batches\n"
     assert "max_duration=100 = 25600 batches" in out  # what the note says is what the run gets (256 batches/epoch)
+
+
+def test_the_docs_output_folder_out_is_made_on_demand(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--out out/...`` (the docs' one output folder) makes ``out/``; any other missing folder is still refused."""
+    wsd = str(Path(WSD).resolve())
+    monkeypatch.chdir(tmp_path)
+    assert main(["plot", wsd, "--out", "out/lr.png", "--csv", "out/csv/lr.csv"]) == 0
+    assert (tmp_path / "out" / "lr.png").stat().st_size > 0 and (tmp_path / "out" / "csv" / "lr.csv").exists()
+    assert main(["schema", "--out", "out/train.schema.json"]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    capsys.readouterr()
+    assert main(["plot", wsd, "--out", "outs/lr.png"]) == 2
+    assert "--out outs/lr.png: the folder" in capsys.readouterr().err

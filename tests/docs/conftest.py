@@ -17,6 +17,8 @@ A block that cannot run here carries ``<!-- skip: next "the reason" -->`` (Sybil
 
 Commands run in a fresh folder per page that holds links to the repository's yamls/, train.py, scripts/, .venv and
 demo-data/ and a copy of docs/img, so that the doc's relative paths work and nothing in the repository is written.
+A command that leaves a file at that folder's root (the repository's root, for a reader) fails: the docs write every
+output into ``out/`` (ignored by git); only ``runs/``, the example YAMLs' checkpoint folder, is also allowed.
 Pages are collected next to tests/docs/README.md (pytest only offers files under ``testpaths`` to this folder's
 hooks); their test ids are ``README.md::line:N,column:1`` and ``docs/cli.md::line:N,column:1``.
 """
@@ -101,12 +103,33 @@ def split_commands(source: str) -> list[str]:
     return commands
 
 
+#: What a page's commands may leave at the root besides the links: ``out/`` (every output the docs write, ignored by
+#: git), ``runs/`` (the example YAMLs' ``save_folder``, ignored) and the harness's own merged YAMLs.
+ROOT_ALLOWED = {*LINKED, "docs", "out", "runs"}
+
+
+def litter(workdir: Path) -> list[str]:
+    """Files a command left at the page folder's root (the repository's root, for a reader) outside ``out/``."""
+    return sorted(
+        p.name for p in workdir.iterdir() if p.name not in ROOT_ALLOWED and not re.match(r"doc-line-\d+\.yaml$", p.name)
+    )
+
+
+def _littered(command: str, workdir: Path) -> str | None:
+    left = litter(workdir)
+    if not left:
+        return None
+    return f"$ {command}\nleft {', '.join(left)} at the root: write outputs into out/ (e.g. --out out/lr.png)"
+
+
 def evaluate_bash(example: Example) -> str | None:
     workdir = workdir_of(example)
     for command in split_commands(example.parsed):
         done = run(command, workdir)
         if done.returncode != 0:
             return f"$ {command}\nexit {done.returncode}\n{done.stdout}"
+        if problem := _littered(command, workdir):
+            return problem
     return None
 
 
@@ -143,6 +166,8 @@ def evaluate_console(example: Example) -> str | None:
         if not matches(want, got):
             diff = "\n".join(f"  doc: {w}" for w in want) + "\n" + "\n".join(f"  got: {g}" for g in got)
             return f"$ {command}\nthe output differs from the doc (exit {done.returncode}):\n{diff}"
+        if problem := _littered(command, workdir):
+            return problem
     return None
 
 
