@@ -17,7 +17,14 @@ from __future__ import annotations
 
 import os
 
-from foundry_ext.runlog.csv_log import MAX_BATCHES, MAX_LINE, MAX_ROWS, read_lr_loss_csv, read_series_csv
+from foundry_ext.runlog.csv_log import (
+    MAX_BATCHES,
+    MAX_LINE,
+    MAX_ROWS,
+    MAX_SERIES_ROWS,
+    read_lr_loss_csv,
+    read_series_csv,
+)
 from foundry_ext.runlog.errors import RunLogError
 from foundry_ext.runlog.log import LrLossLog
 
@@ -25,6 +32,7 @@ __all__ = [
     "MAX_BATCHES",
     "MAX_LINE",
     "MAX_ROWS",
+    "MAX_SERIES_ROWS",
     "LrLossLog",
     "RunLogError",
     "is_mlflow",

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from foundry_ext.runlog.csv_log import MAX_BATCHES, MAX_ROWS
+from foundry_ext.runlog.csv_log import MAX_BATCHES, MAX_ROWS, MAX_SERIES_ROWS
 from foundry_ext.runlog.errors import RunLogError
 from foundry_ext.runlog.log import LrLossLog
 
@@ -97,11 +97,11 @@ class _Run:
             for k in added:
                 os.environ.pop(k, None)
 
-    def history(self, key: str) -> tuple[np.ndarray, np.ndarray]:
+    def history(self, key: str, max_rows: int = MAX_ROWS) -> tuple[np.ndarray, np.ndarray]:
         """Steps and values of ``key``; the last value logged at a step wins; every value finite."""
         points = self._call(lambda: self.client.get_metric_history(self.run_id, key), f"cannot read metric {key!r}")
-        if len(points) > MAX_ROWS:
-            raise RunLogError(f"{self.where}: metric {key!r} has {len(points):,} values; at most {MAX_ROWS:,} are read")
+        if len(points) > max_rows:
+            raise RunLogError(f"{self.where}: metric {key!r} has {len(points):,} values; at most {max_rows:,} are read")
         by_step: dict[int, float] = {}
         for m in sorted(points, key=lambda m: (m.step, m.timestamp)):
             by_step[int(m.step)] = float(m.value)
@@ -166,5 +166,5 @@ def read_series_mlflow(source: str, key: str | None) -> list[tuple[int, float]]:
             f"{run.where}: the run has no metric {key!r}{did_you_mean(key, run.keys)}; "
             f"it logged: {', '.join(run.keys) or 'nothing'}"
         )
-    steps, values = run.history(key)
+    steps, values = run.history(key, MAX_SERIES_ROWS)
     return list(zip(steps.tolist(), values.tolist(), strict=True))
