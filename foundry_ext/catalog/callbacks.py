@@ -125,9 +125,13 @@ class PlateauCallbackKeys(ConfigModel):
 
 
 class ResumeCheckKeys(ConfigModel):
-    """``callbacks.schedule_resume_check``: takes no keys (this package's schedulers attach it themselves)."""
+    """``callbacks.schedule_resume_check`` (this package's schedulers attach it themselves, with the defaults)."""
 
-    no_keys_hint: ClassVar[str] = "the callback takes no keys: list it as schedule_resume_check: {}"
+    reset_lr: bool = Field(
+        False,
+        description="on resume, train at this config's optimizer.lr: sets the param groups' lr and initial_lr and "
+        "the LambdaLR's base_lrs (else the checkpoint's are kept, with a warning)",
+    )
 
 
 SPIKE_FIELD = "callbacks.spike_guard"

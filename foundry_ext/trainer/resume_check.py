@@ -11,7 +11,8 @@ settings, ``max_duration``, the plateau scale if a plateau adapter ran, and the 
 gives the batch after the first resumed one. At ``Event.FIT_START`` of a resumed run it computes that LR with this
 run's schedulers and, if it differs, logs one line with both LRs and the cause it can name. Every scheduler of this
 package attaches one (``foundry_ext.trainer.schedulers.RunResolver``); for llm-foundry's own schedulers list it in the
-YAML: ``callbacks: {schedule_resume_check: {}}``.
+YAML: ``callbacks: {schedule_resume_check: {}}``. Listed with ``reset_lr: true``, a resumed run trains at its config's
+``optimizer.lr`` instead (:func:`reset_lrs`).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from foundry_ext.config.base import build
 from foundry_ext.config.notices import warn_once
 from foundry_ext.trainer.lr_lambdas import compiled_schedulers, next_lrs
 
-__all__ = ["ScheduleResumeCheck", "describe_scheduler"]
+__all__ = ["ScheduleResumeCheck", "describe_scheduler", "reset_lrs"]
 
 _FIELD = "callbacks.schedule_resume_check"
 # Two evaluations of the same pure schedule at the same timestamp are bitwise equal; the tolerance only absorbs a
@@ -45,7 +46,7 @@ class ScheduleResumeCheck(Callback):
     """
 
     def __init__(self, **kwargs: Any) -> None:
-        build(ResumeCheckKeys, kwargs, _FIELD)  # takes no keys: one line naming each one given
+        self.config = build(ResumeCheckKeys, kwargs, _FIELD)  # one line naming each bad key
         self._state: State | None = None
         self._saved: dict[str, Any] | None = None
         self._config_base_lrs: list[float] | None = None  # the optimizer's LRs before any checkpoint was loaded
@@ -82,6 +83,9 @@ class ScheduleResumeCheck(Callback):
         if self._checked or self._saved is None:
             return
         self._checked = True
+        if self.config.reset_lr and self._config_base_lrs:
+            warn_once(reset_lrs(state, self._config_base_lrs))
+            return
         for line in resume_notices(self._saved, describe_run(state), self._config_base_lrs):
             warn_once(line)
 
@@ -93,6 +97,36 @@ class ScheduleResumeCheck(Callback):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self._saved = dict(state) if state else None
         self._checked = False
+
+
+def reset_lrs(state: State, base_lrs: Sequence[float]) -> str:
+    """``reset_lr: true``: make this run's ``optimizer.lr`` the base LR of a resumed run; the line announcing it.
+
+    Composer restored the checkpoint's param groups (``lr``, ``initial_lr``) and each ``LambdaLR``'s ``base_lrs``.
+    Each group ``g`` gets ``initial_lr = base_lrs[g]`` and ``base_lrs[g]`` of every LambdaLR, and ``lr`` (the LR of
+    the first resumed batch) ``base_lrs[g] * m`` with ``m = lr / initial_lr`` of the checkpoint (the schedule's
+    multiplier there; exactly ``base_lrs[g]`` when ``m = 1``). Later batches get ``base_lrs[g] x`` the schedule, as
+    the LambdaLR computes it. ``DecoupledAdamW`` decays weights by ``weight_decay * lr / initial_lr``: both are set,
+    so the decay follows the schedule's multiplier as before, not the change of the peak.
+    """
+    groups = state.optimizers[0].param_groups
+    before = [float(g.get("initial_lr", g["lr"])) for g in groups]
+    for g, new in zip(groups, base_lrs, strict=True):
+        old = float(g.get("initial_lr", g["lr"]))
+        m = float(g["lr"]) / old if old else 1.0
+        g["initial_lr"] = float(new)
+        g["lr"] = float(new) if m == 1.0 else float(new) * m
+    for compiled in compiled_schedulers(state):
+        if len(compiled.lambda_lr.base_lrs) == len(base_lrs):
+            compiled.lambda_lr.base_lrs = [float(b) for b in base_lrs]
+            compiled.lambda_lr._last_lr = [float(g["lr"]) for g in groups]
+    batch = int(state.timestamp.batch.value)
+    return (
+        f"{_FIELD}.reset_lr: resuming at batch {batch} with this config's optimizer lr {_lrs(base_lrs)} instead of the "
+        f"checkpoint's {_lrs(before)}: batch {batch} trains at {_lrs([float(g['lr']) for g in groups])} (param groups' "
+        "lr and initial_lr and the LambdaLR's base_lrs set; DecoupledAdamW's weight decay keeps its lr / initial_lr "
+        "scaling, the schedule's multiplier)"
+    )
 
 
 # -- what a run is ---------------------------------------------------------------------------------------------------

@@ -333,6 +333,6 @@ def test_every_scheduler_of_the_package_attaches_one_check() -> None:
         assert saved["schedulers"][0]["name"] == scheduler.config.name
 
 
-def test_the_check_takes_no_keys() -> None:
-    with pytest.raises(ConfigError, match=r"^callbacks\.schedule_resume_check\.every: unknown key; the callback takes"):
+def test_the_check_takes_only_reset_lr() -> None:
+    with pytest.raises(ConfigError, match=r"^callbacks\.schedule_resume_check\.every: unknown key; allowed keys: r"):
         build_callback("schedule_resume_check", {"every": 1})

@@ -1,0 +1,356 @@
+"""The branch's train YAML: the stable run's config, checked against its checkpoint, decaying from batch ``s``.
+
+:func:`plan_branch` decides everything and writes nothing; :func:`write_branch` writes the YAML. The branch is the
+stable run's config (overrides merged, interpolations resolved) with: ``load_path`` the resolved checkpoint,
+``save_folder`` and ``run_name`` its own, ``autoresume: true`` (a killed branch relaunched with the same command
+resumes from its own latest checkpoint: Composer loads the save folder's latest when there is one, else
+``load_path``), ``max_duration`` ``s + LEN`` batches, and ``warmup_stable_decay`` with ``t_decay_start: {s}ba``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from foundry_ext.anneal.options import AnnealError, parse_decay, parse_floor, parse_shape
+from foundry_ext.anneal.source import Source, read_source
+from foundry_ext.config.durations import Duration, DurationError, parse, timestamp_of_batch
+from foundry_ext.config.errors import ConfigError
+from foundry_ext.config.train_yaml import load_train_config, max_duration
+
+__all__ = ["Branch", "plan_branch", "write_branch"]
+
+# The model keys that decide the weights' shapes, compared with the model config llm-foundry stores in a checkpoint.
+_MODEL_KEYS = ("d_model", "n_heads", "n_layers", "expansion_ratio", "max_seq_len", "vocab_size")
+# Optimizer hyperparameters Composer restores from the checkpoint (a YAML change would be ignored silently).
+_OPTIMIZER_KEYS = ("betas", "eps", "weight_decay")
+_OWNER_FILE, _LOCK_FILE = ".foundry-ext-owner.json", ".foundry-ext-owner.lock"  # trainer/checkpoint_guard/owner.py
+_STALE_AFTER_S = 30.0  # checkpoint_guard's default stale_after
+
+
+@dataclass
+class Branch:
+    """A planned branch: the YAML to write and what to print."""
+
+    config: dict[str, Any]
+    source: Source
+    length: int
+    shape: str
+    floor: float
+    folder: str
+    run_name: str
+    first_lr: float
+    last_lr: float
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def end(self) -> int:
+        """The branch's ``max_duration`` in batches: ``s + LEN``."""
+        return self.source.batch + self.length
+
+
+def plan_branch(
+    checkpoint: str,
+    config_path: str,
+    overrides: Sequence[str],
+    decay: str,
+    shape: str = "linear",
+    floor: str = "0",
+    out: str | None = None,
+) -> Branch:
+    """Decide the branch of ``checkpoint`` that decays over ``decay``; nothing is written.
+
+    Raises:
+        AnnealError: one line naming the option, the file or the key, the value and what is allowed.
+    """
+    length_of = parse_decay(decay)
+    alpha = parse_floor(floor)
+    shape = parse_shape(shape)
+    if out is not None:
+        _check_out(out, config_path)
+    own = ("save_folder", "run_name")  # the branch's: the stable run's values are read from the file
+    try:
+        cfg = load_train_config(config_path, [o for o in overrides if o.partition("=")[0].strip() not in own])
+    except ConfigError as e:
+        raise AnnealError(f"CONFIG {config_path}: {' '.join(str(e).splitlines()).removeprefix(': ')}") from None
+    source = read_source(checkpoint)
+    s = source.batch
+    if s == 0:
+        raise AnnealError(f"CHECKPOINT {checkpoint}: at batch 0 (nothing trained); branch from a later checkpoint")
+    _check_same_run(cfg, source, checkpoint)
+    length = length_of.batches(s, source.tokens_per_batch, source.samples_per_batch)
+    _check_budget(cfg, source, s, length, decay)
+    peak, lr = source.peaks[0], source.lrs[0]
+    if alpha * peak > lr:
+        raise AnnealError(
+            f"--floor {floor}: the floor {alpha:g} x the peak LR {peak:.6g} = {alpha * peak:.6g} is above the "
+            f"checkpoint's LR {lr:.6g} (batch {s}); expected a floor <= {lr / peak:.6g}"
+        )
+    if lr != peak:
+        raise AnnealError(
+            f"CHECKPOINT {checkpoint}: batch {s} trains at LR {lr:.6g} = {source.multiplier:.6g} x the peak "
+            f"{peak:.6g}, inside a warmup or a decay: a branch decays from the peak, so its LR would jump back up at "
+            f"batch {s + 1}; branch from a checkpoint of the stable phase (a branch of a branch only at its first "
+            "checkpoint, before its decay)"
+        )
+    stable_name = source.run_name or str(cfg.get("run_name") or "run")
+    run_name = _override(overrides, "run_name") or f"{stable_name}-anneal-{s}ba-{length}ba-{shape}" + (
+        f"-floor{alpha:g}" if alpha else ""
+    )
+    if run_name == stable_name:
+        raise AnnealError(
+            f"run_name={run_name}: the stable run's name; a branch needs its own (run_name= and save_folder= among "
+            "the overrides name the branch's: leave the stable run's out)"
+        )
+    folder = _folder(cfg, overrides, source, run_name)
+    scheduler = _scheduler(cfg, source, shape, alpha)
+    first, last = _lrs(scheduler, source, length)
+    branch_cfg = dict(cfg)
+    branch_cfg.update(
+        run_name=run_name,
+        load_path=str(source.path),
+        save_folder=folder,
+        autoresume=True,
+        max_duration=f"{s + length}ba",
+        scheduler=scheduler,
+    )
+    if branch_cfg.get("load_weights_only"):
+        branch_cfg["load_weights_only"] = False
+    notes = []
+    keep = cfg.get("save_num_checkpoints_to_keep")
+    if isinstance(keep, int) and not isinstance(keep, bool) and keep > 0:
+        notes.append(
+            f"note: the stable run keeps only {keep} checkpoints (save_num_checkpoints_to_keep): start the branch "
+            f"before it deletes {source.path.name}, or copy it and pass the copy"
+        )
+    if source.sharded:
+        notes.append(
+            "note: a sharded checkpoint (FSDP) loads only on the process group FSDP runs on: train the branch on "
+            "GPUs (CUDA), as the stable run was"
+        )
+    return Branch(branch_cfg, source, length, shape, alpha, folder, run_name, first, last, notes)
+
+
+def write_branch(branch: Branch, out: str) -> None:
+    """Write the branch's YAML to ``out`` (a temporary file renamed: a reader never sees half of it)."""
+    import yaml
+
+    tmp = f"{out}.{os.getpid()}.tmp"
+    header = (
+        f"# A branch of {branch.source.run_name or 'the stable run'} from batch {branch.source.batch}, written by "
+        f"foundry-ext anneal: {branch.shape} decay over {branch.length} batches to {branch.floor:g} x the peak LR.\n"
+        f"# Run it (and relaunch it, after a kill, with the same command): composer train.py {out}\n"
+    )
+    with open(tmp, "w") as f:
+        f.write(header)
+        yaml.safe_dump(branch.config, f, sort_keys=False, default_flow_style=False)
+    os.replace(tmp, out)
+
+
+# -- checks ----------------------------------------------------------------------------------------------------------
+
+
+def _check_out(out: str, config_path: str) -> None:
+    folder = os.path.dirname(os.path.abspath(out))
+    if not os.path.isdir(folder):
+        raise AnnealError(f"--out {out}: the folder {folder} does not exist")
+    if os.path.isdir(out):
+        raise AnnealError(f"--out {out}: is a folder; expected the branch YAML's file name, e.g. {out}/branch.yaml")
+    if os.path.exists(out) and os.path.exists(config_path) and os.path.samefile(out, config_path):
+        raise AnnealError(f"--out {out}: is CONFIG itself; the branch is written to a file of its own")
+
+
+def _norm(name: Any) -> str:
+    return str(name).replace("_", "").lower()
+
+
+def _check_same_run(cfg: Mapping[str, Any], source: Source, checkpoint: str) -> None:
+    """Refuse a config whose model, optimizer or batch size is not the checkpoint's run's."""
+    model = cfg.get("model") if isinstance(cfg.get("model"), Mapping) else {}
+    for key in _MODEL_KEYS:
+        if key in model and key in source.model_config and model[key] != source.model_config[key]:
+            raise AnnealError(
+                f"model.{key}: {model[key]!r} here, {source.model_config[key]!r} in the checkpoint's model "
+                f"({checkpoint}): a branch continues the stable run's weights, which do not fit another model; keep "
+                "the stable run's model block"
+            )
+    optimizer = cfg.get("optimizer") if isinstance(cfg.get("optimizer"), Mapping) else {}
+    name = optimizer.get("name")
+    if name is not None and _norm(name) != _norm(source.optimizer):
+        raise AnnealError(
+            f"optimizer.name: {name!r} here, the checkpoint's optimizer is {source.optimizer}: a branch continues the "
+            "stable run's optimizer state (moments), which belongs to that optimizer; keep the stable run's optimizer"
+        )
+    lr = optimizer.get("lr")
+    if isinstance(lr, (int, float)) and not isinstance(lr, bool) and float(lr) != source.peaks[0]:
+        raise AnnealError(
+            f"optimizer.lr: {lr!r} here, the checkpoint's peak LR (initial_lr) is {source.peaks[0]!r}: a resumed run "
+            "keeps the checkpoint's (Composer restores initial_lr and the LambdaLR's base_lrs), so the branch would "
+            "silently ignore it; keep the stable run's optimizer.lr"
+        )
+    for key in _OPTIMIZER_KEYS:
+        if key in optimizer and key in source.settings and _plain(optimizer[key]) != source.settings[key]:
+            raise AnnealError(
+                f"optimizer.{key}: {optimizer[key]!r} here, {source.settings[key]!r} in the checkpoint: Composer "
+                "restores the checkpoint's param groups, so the branch would silently ignore it; keep the stable "
+                "run's value"
+            )
+    batch = cfg.get("global_train_batch_size")
+    if isinstance(batch, int) and source.samples_per_batch is not None and batch != source.samples_per_batch:
+        raise AnnealError(
+            f"global_train_batch_size: {batch} here, the checkpoint's run trained {source.samples_per_batch} samples "
+            f"per batch: a branch continues the stable run's batches (its data position and its batch count s = "
+            f"{source.batch}); keep {source.samples_per_batch}"
+        )
+
+
+def _plain(value: Any) -> Any:
+    return [_plain(v) for v in value] if isinstance(value, (list, tuple)) else value
+
+
+def _check_budget(cfg: Mapping[str, Any], source: Source, s: int, length: int, decay: str) -> None:
+    try:
+        budget = max_duration(cfg)
+    except ConfigError:
+        return  # the branch's own max_duration replaces it
+    per = {"ba": 1, "tok": source.tokens_per_batch, "sp": source.samples_per_batch}.get(budget.unit)
+    if not per:
+        return  # epochs: not known without the data
+    total = int(budget.value) // per
+    if s + length > total:
+        raise AnnealError(
+            f"--decay {decay}: the branch would end at batch {s + length} (= {s} + {length}), past the run's budget "
+            f"max_duration={budget} ({total} batches); shorten the decay, or raise the budget with max_duration=..."
+        )
+
+
+def _override(overrides: Sequence[str], key: str) -> str | None:
+    for item in reversed(overrides):
+        k, sep, value = item.partition("=")
+        if sep and k.strip() == key:
+            return value.strip()
+    return None
+
+
+def _folder(cfg: Mapping[str, Any], overrides: Sequence[str], source: Source, run_name: str) -> str:
+    given = _override(overrides, "save_folder")
+    if given is not None:
+        folder = given.replace("{run_name}", run_name)
+    else:
+        stable = source.folder
+        parent = stable.parent.parent if stable.name == "checkpoints" else stable.parent
+        folder = str(parent / run_name / "checkpoints") if stable.name == "checkpoints" else str(parent / run_name)
+    real = Path(os.path.realpath(folder))
+    stable_folders = {Path(os.path.realpath(source.folder))}
+    config_folder = cfg.get("save_folder")
+    if isinstance(config_folder, str) and given is not None and "://" not in config_folder:
+        stable_folders.add(Path(os.path.realpath(config_folder.replace("{run_name}", source.run_name or ""))))
+    if real in stable_folders:
+        raise AnnealError(
+            f"save_folder={folder}: the stable run's folder (where {source.path.name} is); a branch saves into a "
+            "folder of its own (leave save_folder out and one is derived)"
+        )
+    busy = _live_owner(real)
+    if busy:
+        raise AnnealError(
+            f"save_folder={folder}: owned by a live run, {busy}; give the branch another folder (save_folder=...)"
+        )
+    return folder
+
+
+def _live_owner(folder: Path) -> str | None:
+    """Who owns ``folder`` now (checkpoint_guard's lock held, or a fresh heartbeat from another host), else None."""
+    import json
+
+    lock, record_path = folder / _LOCK_FILE, folder / _OWNER_FILE
+    try:
+        record = json.loads(record_path.read_text())
+    except (OSError, ValueError):
+        record = None
+    record = record if isinstance(record, dict) else {}
+    who = f"run {record.get('run_name')!r} (host {record.get('host')}, pid {record.get('pid')})" if record else "a run"
+    if lock.exists():
+        try:
+            import fcntl
+        except ImportError:  # no locks (Windows): the heartbeat decides
+            fcntl = None  # type: ignore[assignment]
+        if fcntl is not None:
+            try:
+                fd = os.open(lock, os.O_RDONLY)
+            except OSError:
+                fd = None
+            if fd is not None:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # shared: never blocks the owner's own checks
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+                except BlockingIOError:
+                    return f"{who}, which holds its lock"
+                except OSError:
+                    pass
+                finally:
+                    os.close(fd)
+    if record and record.get("host") != socket.gethostname():
+        age = time.time() - float(record.get("heartbeat", 0) or 0)
+        if age < _STALE_AFTER_S:
+            return f"{who}, whose last heartbeat was {age:.0f} s ago"
+    return None
+
+
+# -- the schedule ----------------------------------------------------------------------------------------------------
+
+
+def _warmup(cfg: Mapping[str, Any], source: Source) -> dict[str, Any]:
+    """The stable run's warmup keys, in batches (only the LRs before ``s`` use them: plots, the resume check)."""
+    block = cfg.get("scheduler") if isinstance(cfg.get("scheduler"), Mapping) else {}
+    keys: dict[str, Any] = {}
+    value = block.get("t_warmup")
+    try:
+        warmup = parse(value) if isinstance(value, str) else None
+    except DurationError:
+        warmup = None
+    per = {"ba": 1, "tok": source.tokens_per_batch, "sp": source.samples_per_batch}
+    if warmup is not None and per.get(warmup.unit) and int(warmup.value) % per[warmup.unit] == 0:
+        keys["t_warmup"] = f"{min(int(warmup.value) // per[warmup.unit], source.batch)}ba"
+    if block.get("name") == "warmup_stable_decay":
+        for key in ("warmup_type", "alpha_i"):
+            if key in block:
+                keys[key] = block[key]
+    return keys
+
+
+def _scheduler(cfg: Mapping[str, Any], source: Source, shape: str, alpha: float) -> dict[str, Any]:
+    return {
+        "name": "warmup_stable_decay",
+        **_warmup(cfg, source),
+        "t_decay_start": f"{source.batch}ba",
+        "decay_type": shape,
+        "alpha_f": alpha,
+    }
+
+
+def _lrs(block: Mapping[str, Any], source: Source, length: int) -> tuple[float, float]:
+    """The branch's LR at its first batch (``s``, the checkpoint's) and its last (``s + LEN - 1``), group 0."""
+    from foundry_ext.config.base import build
+    from foundry_ext.schedules.base import run_check
+    from foundry_ext.schedules.wsd import WarmupStableDecay
+
+    s = source.batch
+    try:
+        model = build(WarmupStableDecay, {k: v for k, v in block.items() if k != "name"})
+        check = run_check(model, Duration(s + length, "ba"), None)
+    except ConfigError as e:  # a stable warmup that does not fit: said as the key it came from
+        raise AnnealError(f"CONFIG: {' '.join(str(e).splitlines())}") from None
+    if check.errors or check.resolved is None:
+        raise AnnealError(f"CONFIG: {check.errors[0] if check.errors else 'the branch schedule does not resolve'}")
+    last_batch = s + length - 1
+    last = source.peaks[0] * model.multiplier(timestamp_of_batch(last_batch), check.resolved.values)
+    first = source.lrs[0]
+    if not math.isfinite(last):
+        raise AnnealError("the branch's LR is not finite")
+    return first, last
