@@ -24,7 +24,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare ``fit``, ``predict`` and ``tune``."""
     sub = parser.add_subparsers(dest="law_command", required=True, metavar="ACTION")
     f = sub.add_parser("fit", help=FIT_HELP, description=FIT_HELP + " (docs/law.md)")
-    f.add_argument("runs", nargs="+", metavar="RUN", help="a step,lr,loss CSV or an MLflow run directory")
+    f.add_argument(
+        "runs",
+        nargs="+",
+        metavar="RUN",
+        help="a step,lr,loss CSV, an MLflow run folder (mlruns/<experiment>/<run>) or runs:/RUN_ID of "
+        "MLFLOW_TRACKING_URI (a file store, a database or a tracking server)",
+    )
     f.add_argument("--out", default="law.json", metavar="LAW.json", help="file to write (default: law.json)")
     f.add_argument(
         "--law-form", choices=("multipower", "tissue"), default="multipower", help="the law (default: multipower)"
@@ -88,13 +94,13 @@ def _fit(args: argparse.Namespace) -> int:
     from foundry_ext.law.fit import FitError, fit
     from foundry_ext.law.lawfile import write_law
     from foundry_ext.law.reliability import check, domain_of
-    from foundry_ext.law.runs import RunError, read_run
+    from foundry_ext.law.runs import RunError, read_runs
 
     if args.warmup is not None and args.warmup < 0:
         raise UsageError(f"--warmup {args.warmup}: must be >= 0")
     _check_out("--out", args.out)
     try:
-        traces = [read_run(path, args.metric, args.warmup) for path in args.runs]
+        traces = read_runs(args.runs, args.metric, args.warmup)
         result = fit(traces, args.law_form)
     except (RunError, FitError) as e:
         raise UsageError(str(e)) from None
@@ -181,18 +187,24 @@ MAX_BATCHES = 10_000_000  # the LR of every batch is held in memory (80 MB at th
 
 
 def _yaml_lrs(config: str, overrides: list[str], metrics_path: str | None = None):
-    from foundry_ext.cli.plot import read_metrics
     from foundry_ext.config.durations import UnknownBatchesPerEpoch
     from foundry_ext.config.errors import ConfigError
     from foundry_ext.law.predict import yaml_lrs
+    from foundry_ext.lr_pipeline import ScheduleError
+    from foundry_ext.runlog import RunLogError, read_series
 
-    metrics = read_metrics(metrics_path) if metrics_path else None
+    try:
+        metrics = read_series(metrics_path, None) if metrics_path else None
+    except RunLogError as e:
+        raise UsageError(f"--metrics {e}") from None
     try:
         return yaml_lrs(config, overrides, metrics)
     except UnknownBatchesPerEpoch:
         raise UsageError("max_duration or a scheduler duration is in 'ep': give it in batches ('ba')") from None
     except ConfigError as e:
         raise UsageError("; ".join(map(str, e.problems))) from None
+    except ScheduleError as e:
+        raise UsageError(str(e)) from None
 
 
 def _predict(args: argparse.Namespace) -> int:
