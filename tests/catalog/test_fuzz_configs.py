@@ -233,6 +233,8 @@ FOUND = {
     "split-int": ("tiny-inverse-sqrt.yaml", ("train_loader", "dataset", "split"), -1),
     # OmegaConf's message named the Python exception: "TypeError raised while resolving interpolation"
     "variables-list": ("mpt-125m-multistep.yaml", ("variables",), []),
+    # max_duration 2**64 batches validated, then plot crashed in matplotlib (TypeError: ufunc 'isfinite')
+    "max_duration-2**64": ("mpt-125m-multistep.yaml", ("max_duration",), "1.8446744073709556e+19ba"),
 }
 
 
@@ -253,3 +255,9 @@ def test_what_the_fuzzer_found(case: str, tmp_path: Path) -> None:
     finally:
         os.chdir(here)
     assert rc in (0, 2) and "Traceback" not in text, text
+    if rc == 0:
+        os.chdir(ROOT)
+        try:
+            rc, text = _check_promise(["plot", str(config), "--out", str(tmp_path / "lr.png"), "--points", "50"])
+        finally:
+            os.chdir(here)
