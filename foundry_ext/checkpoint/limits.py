@@ -10,6 +10,8 @@ the data is read, so that every input is answered within seconds and a few hundr
 * every entry stored (as ``torch.save`` writes them) or deflated, its compressed sizes adding up to no more than the
   file's real size, a stored entry as large as its compressed size, a deflated one at most :data:`MAX_INFLATION`
   times its compressed size;
+* a legacy-format (not zip) torch file at most :data:`MAX_LEGACY_BYTES`: torch reads every storage of that format into
+  memory (it can map only a zip's), so a sparse file declaring GBs of storage would be read in full;
 * a value of a sharded checkpoint at most :data:`MAX_VALUE_BYTES`, all of them together at most
   :data:`MAX_VALUES_TOTAL_BYTES`.
 
@@ -27,6 +29,7 @@ from foundry_ext.checkpoint.errors import CheckpointError, show
 __all__ = [
     "MAX_CENTRAL_DIRECTORY_BYTES",
     "MAX_INFLATION",
+    "MAX_LEGACY_BYTES",
     "MAX_VALUES_TOTAL_BYTES",
     "MAX_VALUE_BYTES",
     "MAX_ZIP_ENTRIES",
@@ -46,6 +49,10 @@ MAX_CENTRAL_DIRECTORY_BYTES = 32 * 2**20
 MAX_INFLATION = 64
 """Largest ratio of a deflated entry's size to its compressed size (``torch.save`` stores entries uncompressed;
 deflate reaches about 10x on real pickles and 1000x only on crafted or all-zero data)."""
+
+MAX_LEGACY_BYTES = 256 * 2**20
+"""Largest legacy-format (``_use_new_zipfile_serialization=False``, torch < 1.6) file loaded (256 MiB): it is read into
+memory whole. Composer and torch >= 1.6 write the zip format, whose storages are mapped, not read."""
 
 MAX_VALUE_BYTES = 64 * 2**20
 """Largest non-tensor value read from a sharded checkpoint's shard (64 MiB; Composer's are a few KB: the timestamp,

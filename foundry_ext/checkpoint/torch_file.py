@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import IO, Any
 
+from foundry_ext.checkpoint.errors import CheckpointError
+from foundry_ext.checkpoint.limits import MAX_LEGACY_BYTES
 from foundry_ext.checkpoint.pickle_check import check_pickles
 from foundry_ext.checkpoint.sniff import sniff
 
@@ -27,6 +29,12 @@ def load_torch_file(f: IO[bytes], size: int, origin: str) -> Any:
         CheckpointError: Not a torch file, or refused by the pickle walk or the allow-listed load.
     """
     fmt = sniff(f, size, origin)
+    if fmt == "legacy" and size > MAX_LEGACY_BYTES:
+        raise CheckpointError(
+            f"{origin} is a legacy-format (not zip) torch file of {size} bytes: torch reads every storage of that "
+            f"format into memory, and more than {MAX_LEGACY_BYTES // 2**20} MiB is refused; re-save it with "
+            "torch.save (the zip format, torch >= 1.6)"
+        )
     check_pickles(f, fmt, origin)
     f.seek(0)
     from foundry_ext.checkpoint.load import torch_load  # imports torch: the bytes have passed every check before it

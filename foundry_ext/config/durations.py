@@ -129,7 +129,13 @@ def _checked(value: float, unit: str, shown: str) -> Duration:
             f"{shown}: {_NAMES[unit]} must be a whole number (Composer counts {_NAMES[unit]} in integers); "
             f"write e.g. '{math.ceil(value)}{unit}', or a fraction of the run such as '0.1dur'"
         )
+    if abs(value) > MAX_COUNT:  # Composer keeps time in int64 counters; numpy and plots need exact floats
+        raise DurationError(f"{shown} is too large; expected at most 2**53 ({MAX_COUNT}) {_NAMES[unit]}")
     return Duration(int(value), unit)
+
+
+MAX_COUNT = 2**53
+"""Largest count of batches, epochs, samples or tokens in a duration: every count below is exact as a float."""
 
 
 def convert(time: Duration, max_duration: Duration, dataloader_len: int | None, ssr: float = 1.0) -> Duration:

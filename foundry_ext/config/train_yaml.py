@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -109,6 +110,8 @@ def load_train_config(path: str, overrides: list[str] | tuple[str, ...] = ()) ->
     except OmegaConfBaseException as e:
         key = getattr(e, "full_key", None)
         first = str(e).splitlines()[0] if str(e) else type(e).__name__  # later lines repeat full_key, object_type
+        # OmegaConf names the Python exception it caught ("TypeError raised while resolving interpolation: ...")
+        first = re.sub(r"^\w+Error raised while resolving interpolation: ", "interpolation: ", first)
         raise ConfigError(key or "", f"cannot resolve: {first}") from None
     assert isinstance(resolved, dict)
     return drop_null_scheduler_keys({str(k): v for k, v in resolved.items()})
@@ -314,6 +317,8 @@ def mds_batches_per_epoch(cfg: Mapping[str, Any], global_batch: int, world_size:
     if not isinstance(dataset, Mapping) or not isinstance(dataset.get("local"), str) or dataset.get("remote"):
         return None
     split = dataset.get("split")
+    if split is not None and not isinstance(split, str):  # llm-foundry refuses it; not a folder to look in here
+        return None
     index = os.path.join(dataset["local"], split or "", "index.json")
     try:
         with open(index) as f:

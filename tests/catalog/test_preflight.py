@@ -20,8 +20,9 @@ def test_every_problem_stops_the_run_before_the_tokenizer_is_built(run_composer:
     run = run_composer(
         TINY_WSD, "scheduler.alpha_f=1.5", "scheduler.decay_tpye=sqrt", "callbacks.lr_monitr={}", check=False
     )
-    assert run.returncode != 0
+    assert run.returncode == 2  # issue 34: the lines, then status 2 without llm-foundry's traceback (RunStopped)
     out = run.output
+    assert "Traceback" not in out and "ConfigError" not in out, out[-3000:]
     assert "scheduler.alpha_f: 1.5 is out of range; expected a number in [0, 1]" in out
     assert "scheduler.decay_tpye: unknown key (did you mean 'decay_type'?)" in out
     assert "callbacks.lr_monitr: 'lr_monitr' is not a registered callback (did you mean 'lr_monitor'?)" in out

@@ -225,3 +225,20 @@ def test_legacy_file_declaring_a_huge_storage_is_refused_within_bounds(tmp_path:
     path = tmp_path / "legacy.pt"
     path.write_bytes(blob[:at] + struct.pack("<q", numel) + blob[at + 8 :])
     _assert_refused_within_bounds(path, "is not a readable torch checkpoint", torch_imported=True)
+
+
+def test_sparse_legacy_file_declaring_32_gib_is_refused_before_torch_reads_it(tmp_path: Path) -> None:
+    """Issue 34: the storage's 32 GiB are in the file (sparse: no disk used); torch would read them all into memory
+    (it maps only the zip format's storages). Refused from the file's size, before torch is imported."""
+    numel = 2**33
+    buffer = io.BytesIO()
+    torch.save({"state": {"model": {"w": torch.zeros(3)}}}, buffer, _use_new_zipfile_serialization=False)
+    blob = buffer.getvalue()
+    at = len(blob) - 3 * 4 - 8
+    path = tmp_path / "legacy-sparse.pt"
+    with path.open("wb") as f:
+        f.write(blob[:at] + struct.pack("<q", numel))
+        f.truncate(at + 8 + numel * 4)  # a hole: the declared storage, all zeros
+    assert path.stat().st_size > 32 * 2**30
+    size = path.stat().st_size
+    _assert_refused_within_bounds(path, f"is a legacy-format (not zip) torch file of {size} bytes")
