@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 import resource
 from pathlib import Path
 
@@ -28,6 +29,33 @@ def pytest_configure(config: pytest.Config) -> None:
     if soft != resource.RLIM_INFINITY and soft < target:
         with contextlib.suppress(ValueError, OSError):  # a smaller limit stays, and test.sh reports it on failure
             resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+
+
+# Markers that say why a test is heavy; each implies ``slow``, which the quick tier (``scripts/test.sh --quick``,
+# ``-m 'not slow'``) deselects. Registered in pyproject.toml [tool.pytest.ini_options] markers.
+HEAVY = ("launcher", "docs_training", "range_test")
+# A docs block that trains, runs an LR range test or a benchmark: the ``docs_training`` marker, found from its text.
+DOCS_TRAINING = re.compile(r"\bcomposer\b|lr-find|lr_find\(|scripts/demo\.sh|bench/bench_\w+\.py|train_from_yaml")
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects: the markers added here count
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark what is heavy from what a test uses, so that no heavy test depends on someone remembering a decorator.
+
+    * a test using the ``run_composer`` fixture (directly or through its fixtures) runs the real launcher: ``launcher``;
+    * a docs block (a Sybil item) whose text runs the launcher, an LR range test, the demo or a benchmark:
+      ``docs_training``;
+    * every test marked ``launcher``, ``docs_training`` or ``range_test``: ``slow``.
+    """
+    del config  # unused
+    for item in items:
+        if "run_composer" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.launcher)
+        example = getattr(item, "example", None)
+        if example is not None and DOCS_TRAINING.search(str(example.parsed)):
+            item.add_marker(pytest.mark.docs_training)
+        if any(item.get_closest_marker(name) for name in HEAVY) and not item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")
