@@ -16,6 +16,10 @@ relaunch does: ``checkpoint_guard`` raises ``SystemExit`` right after the checkp
 failed relaunch in four CI runs of the suite), and reproduced every time by ``tests/resume/test_clean_exit.py``,
 which holds the GIL in the last ``atexit`` handler while a gloo worker drops a tensor.
 
+The same worker, in ``~AsyncBroadcastWork``'s ``gil_scoped_acquire``, deadlocks ``destroy_process_group()`` (its
+destructor joins the workers while holding the GIL; seen with py-spy, ``tests/support/multirank.py``
+``write_sharded_checkpoint``; pytorch/pytorch#56297, fixed after torch 2.7), so tearing the group down first is no cure.
+
 The cure is to never finalise the interpreter on such a rank: :func:`exit_run` raises ``SystemExit`` as before (so
 ``finally`` blocks, ``with`` exits and Composer's own handlers run, and a caller in the same process sees the same
 exception), and registers one more ``atexit`` handler. Registered last, it runs first at exit, after
