@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up .venv, write the demo data the tests train on, lint, then run the whole test suite (slow tests included).
-# `--quick` first: the quick tier, `-m 'not slow'` (no launcher, no training docs block, no range test; every module
-# of the package still reached, tests/test_tiers.py). Extra arguments go to pytest, e.g. `bash scripts/test.sh -k wsd -x`.
+# `--quick` first: the quick tier, `-m 'not slow'` (no launcher, no training docs block, nothing measured over 2.5 s;
+# every module of the package still reached: tests/test_tiers.py). Extra arguments go to pytest, e.g.
+# `bash scripts/test.sh -k wsd -x`, `bash scripts/test.sh --quick -x`.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 

@@ -5,11 +5,15 @@ training" on both ranks, then rank 1 abort (``terminate called without an active
 launcher exit 241. The cause (:mod:`foundry_ext.trainer.clean_exit`): a gloo worker thread waiting for the GIL when the
 interpreter is finalised is ended with ``pthread_exit`` inside a ``noexcept`` C++ destructor. Here:
 
+* :func:`test_exit_run_runs_the_exit_handlers_then_ends_without_finalisation`: what ``exit_run`` does, quick (no
+  torch): on a launched rank, the exit handlers run and finalisation does not, with the status given;
+
 * :func:`test_a_gloo_thread_waiting_for_the_gil_at_finalisation_aborts_a_plain_exit`: the abort reproduced on every
   run, with torch alone (two processes, a gloo process group): ``sys.exit(0)`` aborts, ``exit_run(0)`` exits 0;
 * :func:`test_the_finished_run_relaunch_exits_0_every_time`: the real case, ``composer -n 2 train.py`` on a finished
-  run, relaunched 20 times: every launch exits 0 with both ranks' finished line, the folder's owner record removed
-  (the ``atexit`` handlers ran before ``os._exit``), the checkpoint untouched.
+  run (yamls/tiny-resume.yaml, 2 batches), relaunched 20 times: every
+  launch exits 0 with both ranks' finished line, the folder's owner record removed (the ``atexit`` handlers ran before
+  ``os._exit``), the checkpoint untouched.
 """
 
 from __future__ import annotations
@@ -23,18 +27,53 @@ from pathlib import Path
 
 import pytest
 
+from foundry_ext.trainer import clean_exit
 from foundry_ext.trainer.checkpoint_guard.owner import OWNER_FILE
 from tests.support.launcher import REPO
 from tests.support.multirank import free_port, launch, lost_shm_race
-
-pytestmark = pytest.mark.slow
 
 RANK_SCRIPT = REPO / "tests" / "support" / "gil_at_exit.py"
 RELAUNCHES = 20
 FINISHED = "this run has finished training; exiting with status 0"
 ABORT = "terminate called without an active exception"
+LAST = "ep0-ba2-rank0.pt"
 
 
+# Exits 0 after the other exit handlers, without finalisation (a global's __del__ would print "finalised"), on a
+# launched rank; elsewhere (a test, a notebook) it is a plain SystemExit and the process ends its own way.
+EXIT_SCRIPT = """
+import atexit, sys
+class Final:
+    def __del__(self): print("finalised", flush=True)
+keep = Final()
+atexit.register(print, "handler ran")
+from foundry_ext.trainer.clean_exit import exit_run
+try:
+    exit_run(5)
+except SystemExit as e:
+    print("caught", e.code, flush=True)
+exit_run(3)
+"""
+
+
+@pytest.mark.parametrize(
+    ("launched", "lines"), [(True, ["caught 5", "handler ran"]), (False, ["caught 5", "handler ran", "finalised"])]
+)
+def test_exit_run_runs_the_exit_handlers_then_ends_without_finalisation(launched: bool, lines: list[str]) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("MASTER_ADDR", "RANK")}
+    if launched:
+        env.update(MASTER_ADDR="127.0.0.1", RANK="1")
+    with pytest.MonkeyPatch.context() as patch:  # what the child decides from
+        patch.setattr(os, "environ", env)
+        assert clean_exit.launched() is launched
+    done = subprocess.run(
+        [sys.executable, "-c", EXIT_SCRIPT], env={**env, "PYTHONPATH": str(REPO)}, capture_output=True, text=True
+    )
+    assert done.stdout.splitlines() == lines, done.stdout + done.stderr
+    assert done.returncode == 3  # the last call's status (the first one was caught)
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize(("how", "status"), [("raise", -signal.SIGABRT), ("exit_run", 0)])
 def test_a_gloo_thread_waiting_for_the_gil_at_finalisation_aborts_a_plain_exit(
     how: str, status: int, tmp_path: Path
@@ -85,15 +124,15 @@ def finished_run(demo_data: Path, tmp_path_factory: pytest.TempPathFactory) -> t
     ]
     if _launch(run_dir, overrides, "first") is None:
         _launch(run_dir, overrides, "first again")
-    assert (run_dir / "checkpoints" / "ep0-ba2-rank0.pt").is_file()
+    assert (run_dir / "checkpoints" / LAST).is_file()
     return run_dir, overrides
 
 
-@pytest.mark.launcher
+@pytest.mark.launcher  # implies slow
 @pytest.mark.timeout(3600)  # 20 launches: ~15 s each on an idle 2-core machine, ~55 s on a loaded one
 def test_the_finished_run_relaunch_exits_0_every_time(finished_run: tuple[Path, list[str]]) -> None:
     run_dir, overrides = finished_run
-    checkpoint = run_dir / "checkpoints" / "ep0-ba2-rank0.pt"
+    checkpoint = run_dir / "checkpoints" / LAST
     sha = hashlib.sha256(checkpoint.read_bytes()).hexdigest()
     for attempt in range(1, RELAUNCHES + 1):
         output = _launch(run_dir, overrides, f"relaunch {attempt}")
