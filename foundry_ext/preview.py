@@ -26,6 +26,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import numpy as np
+
 from foundry_ext.catalog.registry import validate_block
 from foundry_ext.config.durations import timestamp_of_batch
 from foundry_ext.config.errors import ConfigError, Problem
@@ -84,6 +86,16 @@ class FormulaSchedule:
     def multiplier(self, t: int) -> float:
         return float(self.model.multiplier(self.clock.now(t, self._unit), self._d))
 
+    def multipliers(self, ts: np.ndarray) -> np.ndarray:
+        """:meth:`multiplier` of every timestamp of ``ts`` (int64), on the whole array: bitwise the same values."""
+        return self.model.multipliers(self._now(ts), self._d)
+
+    def _now(self, ts: np.ndarray) -> np.ndarray:
+        per = 1 if self._unit == "ba" else self.clock.per_batch(self._unit)
+        if per is None:
+            self.clock.now(0, self._unit)  # raises, naming the unit
+        return ts if per == 1 else ts * per
+
     def in_warmup(self, t: int) -> bool:
         """Plateau: whether timestamp ``t`` is before the end of ``t_warmup``."""
         return self.clock.now(t, self._unit) < self._d["t_warmup"]
@@ -104,6 +116,10 @@ class TorchPreview(FormulaSchedule):
     def multiplier(self, t: int) -> float:
         return float(self.engine.at(t))
 
+    def multipliers(self, ts: np.ndarray) -> np.ndarray:
+        """Torch's scheduler has no formula on arrays: stepped batch by batch (in order, one step each)."""
+        return np.fromiter(map(self.multiplier, ts.tolist()), dtype=np.float64, count=len(ts))
+
 
 class PlateauPreview(FormulaSchedule):
     """``reduce_lr_on_plateau`` without cuts, ``base(t) * min(1, t / t_warmup)``; cuts: :func:`simulate_plateau`."""
@@ -118,6 +134,15 @@ class PlateauPreview(FormulaSchedule):
     def multiplier(self, t: int) -> float:
         base = 1.0 if self.base is None else self.base.multiplier(t)
         return float(self.model.time_multiplier(self.clock.now(t, self._unit), self._d, base))  # type: ignore[attr-defined]
+
+    def multipliers(self, ts: np.ndarray) -> np.ndarray:
+        if self.base is None:
+            base: np.ndarray | float = 1.0
+        elif hasattr(self.base, "multipliers"):
+            base = self.base.multipliers(ts)  # type: ignore[attr-defined]
+        else:
+            base = np.fromiter(map(self.base.multiplier, ts.tolist()), dtype=np.float64, count=len(ts))
+        return self.model.multipliers(self._now(ts), self._d) * base
 
     def marks(self) -> list[Mark]:
         base = [Mark(f"base {m.label}", m.batch) for m in self.base.marks()] if self.base is not None else []

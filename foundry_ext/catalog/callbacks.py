@@ -16,10 +16,23 @@ from typing import ClassVar, Literal
 from pydantic import Field, field_validator, model_validator
 
 from foundry_ext.config.base import ConfigModel
+from foundry_ext.config.errors import ConfigError
 
-__all__ = ["FIELD", "CheckpointGuardConfig", "PlateauCallbackKeys", "ResumeCheckKeys"]
+__all__ = [
+    "FIELD",
+    "SPIKE_FIELD",
+    "UNCHECKED_SUFFIXES",
+    "CheckpointGuardConfig",
+    "PlateauCallbackKeys",
+    "ResumeCheckKeys",
+    "SpikeDataSkip",
+    "SpikeGuardConfig",
+    "SpikeRollback",
+]
 
 FIELD = "callbacks.checkpoint_guard"
+#: ``save_filename`` endings the guard cannot check (compressed or tar checkpoints): refused before anything is built
+UNCHECKED_SUFFIXES = (".tar", ".tgz", ".gz", ".bz2", ".lzma", ".lz4", ".lzo", ".xz", ".zst")
 _NAME_MAX = 255  # bytes in one file name (Linux, macOS)
 _PATH_MAX = 1024  # bytes in the whole relative path: far below PATH_MAX once save_folder is prefixed
 
@@ -115,3 +128,83 @@ class ResumeCheckKeys(ConfigModel):
     """``callbacks.schedule_resume_check``: takes no keys (this package's schedulers attach it themselves)."""
 
     no_keys_hint: ClassVar[str] = "the callback takes no keys: list it as schedule_resume_check: {}"
+
+
+SPIKE_FIELD = "callbacks.spike_guard"
+
+
+class SpikeRollback(ConfigModel):
+    """``callbacks.spike_guard.rollback``: what to write when the guard stops the run.
+
+    Args:
+        skip_batches (int): Data batches skipped after the last batch the stopped run read, on top of those it read
+            since the checkpoint. Default = ``0``.
+        save_folder (str, optional): The continuation's ``save_folder``; ``null`` is the run's own with
+            ``-rollback-ba<B>`` appended (B the batch of the checkpoint it starts from). Default = ``null``.
+    """
+
+    skip_batches: int = Field(
+        default=0, ge=0, description="data batches skipped after the last batch the stopped run read"
+    )
+    save_folder: str | None = Field(
+        default=None,
+        description="the continuation's save_folder; null: the run's own + '-rollback-ba<B>' (B: its checkpoint)",
+    )
+
+
+class SpikeDataSkip(ConfigModel):
+    """``callbacks.spike_guard.skip_data``: skip data batches once, when the run starts from batch ``at_batch``.
+
+    Written by a rollback into the continuation (a StreamingDataset, llm-foundry's text loader, is required).
+
+    Args:
+        at_batch (int): The batch of the checkpoint the continuation loads; the skip applies only to that load.
+        batches (int): How many data batches to skip there.
+    """
+
+    at_batch: int = Field(ge=0, description="the batch of the loaded checkpoint the skip applies to")
+    batches: int = Field(ge=1, description="data batches to skip when the run starts from at_batch")
+
+
+class SpikeGuardConfig(ConfigModel):
+    """``callbacks.spike_guard`` in a train YAML: skip a spiking step on every rank, stop or roll back a burst.
+
+    Args:
+        threshold (float): Skip a step whose loss (or gradient norm) is more than ``threshold`` sample standard
+            deviations above the mean of the last ``window`` accepted steps. Default = ``6`` (OLMo-core's).
+        window (int): Accepted steps the mean and standard deviation are taken over. Default = ``128``.
+        min_history (int): Accepted steps needed before a step can be skipped for its z-score. Default = ``64``.
+        grad_norm (bool): Also test the gradient norm (before clipping). Default = ``true``.
+        max_skips (int): Consecutive skips after which the run stops (and rolls back, if asked). Default = ``10``.
+        ceiling (float, optional): A training loss above this stops the run at once. Default = ``null`` (none).
+        rollback (SpikeRollback, optional): Write the continuation when the run stops. Default = ``null``.
+        skip_data (SpikeDataSkip, optional): Skip data batches once after a load (written by a rollback).
+            Default = ``null``.
+    """
+
+    threshold: float = Field(
+        default=6.0, gt=0, allow_inf_nan=False, description="standard deviations above the window's mean that skip"
+    )
+    window: int = Field(default=128, ge=2, description="accepted steps the mean and standard deviation cover")
+    min_history: int = Field(default=64, ge=2, description="accepted steps needed before a z-score can skip")
+    grad_norm: bool = Field(default=True, description="also test the gradient norm (before clipping)")
+    max_skips: int = Field(default=10, ge=1, description="consecutive skips after which the run stops")
+    ceiling: float | None = Field(
+        default=None, gt=0, allow_inf_nan=False, description="a training loss above it stops the run at once"
+    )
+    rollback: SpikeRollback | None = Field(
+        default=None, description="write the continuation YAML when the run stops: {skip_batches, save_folder}"
+    )
+    skip_data: SpikeDataSkip | None = Field(
+        default=None, description="skip data batches once after loading batch at_batch (written by a rollback)"
+    )
+
+    @model_validator(mode="after")
+    def _window_holds_history(self) -> SpikeGuardConfig:
+        if self.window < self.min_history:
+            raise ConfigError(
+                "window",
+                f"{self.window} is smaller than min_history {self.min_history}; allowed: window >= min_history (the "
+                "window must hold the history a z-score needs)",
+            )
+        return self

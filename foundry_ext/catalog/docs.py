@@ -27,7 +27,10 @@ def _model(name: str) -> type:
     if name.startswith("torch:"):
         return TORCH_MODELS[name.removeprefix("torch:")]
     if name.startswith("callback:"):
-        return CALLBACK_MODELS[name.removeprefix("callback:")]
+        callback, _, key = name.removeprefix("callback:").partition(".")
+        if key:  # a nested block of a callback, e.g. callback:spike_guard.rollback
+            return _model_in(_item(CALLBACK_MODELS[callback].model_fields[key].annotation))
+        return CALLBACK_MODELS[callback]
     if "." in name:  # a nested block: the model of a field (a list of blocks or an optional block)
         owner, key = name.split(".", 1)
         return _model_in(_item(SCHEDULE_MODELS[owner].model_fields[key].annotation))

@@ -21,11 +21,14 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from foundry_ext.catalog.callbacks import FIELD as GUARD_FIELD
+from foundry_ext.catalog.callbacks import UNCHECKED_SUFFIXES
 from foundry_ext.catalog.registry import (
     CALLBACK_MODELS,
     FOUNDRY_CALLBACKS,
@@ -36,11 +39,11 @@ from foundry_ext.catalog.registry import (
 )
 from foundry_ext.config.base import build
 from foundry_ext.config.durations import UnknownBatchesPerEpoch, parse
-from foundry_ext.config.errors import ConfigError, Problem, did_you_mean, scheduler_did_you_mean
+from foundry_ext.config.errors import ConfigError, Problem, RunStopped, did_you_mean, scheduler_did_you_mean
 from foundry_ext.config.notices import errors_first, warn_once
-from foundry_ext.config.train_yaml import RunClock, run_clock
+from foundry_ext.config.train_yaml import RunClock, drop_null_scheduler_keys, run_clock
 from foundry_ext.schedules.base import ScheduleModel, run_check
-from foundry_ext.schedules.run_lr import likely_mistakes, plateau_interval_warning, run_lr_findings
+from foundry_ext.schedules.run_lr import likely_mistakes, plateau_interval_warning, run_lr_findings, setting_warnings
 
 __all__ = ["EVAL_METRICS", "Findings", "check_train_config", "preflight_transform"]
 
@@ -117,6 +120,7 @@ def check_train_config(
     else:
         found.scheduler = _check_scheduler(dict(block), found)
     _check_callbacks(cfg.get("callbacks"), name, found)
+    _check_checkpoint_guard(cfg, found)
     _check_optimizer_lr(cfg, found)
     if isinstance(found.scheduler, ScheduleModel) and found.scheduler.name == "reduce_lr_on_plateau":
         _check_monitor(found.scheduler, cfg, found)
@@ -189,6 +193,7 @@ def _check_run_without(block: dict[str, Any], problems: list[Problem], found: Fi
 
 
 def _check_run(model: ScheduleModel, path: str, found: Findings) -> None:
+    found.warnings += setting_warnings(model, path)
     clock = found.clock
     if clock is None:
         return
@@ -299,6 +304,60 @@ def _check_callbacks(block: Any, scheduler_name: Any, found: Findings) -> None:
             found.errors.append(Problem(path, f"{name!r} is not a registered callback{did_you_mean(str(name), known)}"))
 
 
+def _name_pattern(name: str) -> re.Pattern[str]:
+    """A checkpoint file name template (``ep{epoch}-ba{batch}-rank{rank}.pt``) as a regex of the names it makes."""
+    parts = re.split(r"\{[^{}]*\}", name)
+    return re.compile(".+".join(re.escape(part) for part in parts))
+
+
+def _check_checkpoint_guard(cfg: Mapping[str, Any], found: Findings) -> None:
+    """What ``callbacks.checkpoint_guard`` needs of the run's saving keys, before the model is built.
+
+    The callback itself refuses a compressed ``save_filename`` and a quarantine folder named like a checkpoint only at
+    ``BEFORE_LOAD`` (after the model is built) or when a partial checkpoint must be moved; both are known from the
+    YAML.
+    """
+    callbacks = cfg.get("callbacks")
+    if not isinstance(callbacks, Mapping) or "checkpoint_guard" not in callbacks:
+        return
+    guard = callbacks["checkpoint_guard"] or {}
+    if not isinstance(guard, Mapping):
+        return  # reported by _check_callbacks
+    if not cfg.get("save_folder"):
+        found.warnings.append(
+            Problem(
+                GUARD_FIELD,
+                "the run has no save_folder: it saves no checkpoints and the guard has nothing to guard; set "
+                "save_folder, or remove the callback",
+            )
+        )
+        return
+    filename = str(cfg.get("save_filename") or "ep{epoch}-ba{batch}-rank{rank}.pt")
+    if filename.endswith(UNCHECKED_SUFFIXES):
+        found.errors.append(
+            Problem(
+                "save_filename",
+                f"{filename!r} is compressed or a tar archive; {GUARD_FIELD} checks uncompressed torch files (.pt) "
+                "and sharded folders only: save uncompressed (e.g. ep{epoch}-ba{batch}-rank{rank}.pt), or remove "
+                "the callback",
+            )
+        )
+    quarantine = guard.get("quarantine_folder", "quarantine")
+    if not isinstance(quarantine, str) or not quarantine:
+        return  # reported by the callback's own keys
+    first = quarantine.split("/", 1)[0]
+    latest = str(cfg.get("save_latest_filename") or "latest-rank{rank}.pt")
+    templates = [t.rpartition("/")[2] for t in (filename, latest)]
+    if first.endswith((".pt", *UNCHECKED_SUFFIXES)) or any(_name_pattern(t).fullmatch(first) for t in templates):
+        found.errors.append(
+            Problem(
+                f"{GUARD_FIELD}.quarantine_folder",
+                f"{quarantine!r} is named like a checkpoint file ({', '.join(templates)}); the guard would take it "
+                "for one: choose another name, e.g. quarantine",
+            )
+        )
+
+
 def _check_monitor(model: ScheduleModel, cfg: Mapping[str, Any], found: Findings) -> None:
     monitor: str = model.monitor  # type: ignore[attr-defined]
     family = cfg.get("model", {}).get("name") if isinstance(cfg.get("model"), Mapping) else None
@@ -358,11 +417,13 @@ def preflight_transform(cfg: dict[str, Any]) -> dict[str, Any]:
     Every error is reported at once (one line each) as a :class:`ConfigError`; a warmup longer than the run is one
     warning line.
     """
-    world_size = int(os.environ.get("WORLD_SIZE", "1") or 1)
+    text = os.environ.get("WORLD_SIZE", "1") or "1"
+    world_size = int(text) if text.isdigit() and int(text) >= 1 else 1  # the launcher's; a bad one is its to report
+    drop_null_scheduler_keys(cfg)  # as the tools do: `scheduler={name: x, t_decay: null}` unsets t_decay
     found = check_train_config(cfg, world_size=world_size)
     if found.errors:
         errors_first([str(problem) for problem in found.errors])
-        raise ConfigError(found.errors)
+        raise RunStopped(found.errors)
     for warning in found.warnings:
         warn_once(str(warning))
     return cfg

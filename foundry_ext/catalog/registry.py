@@ -16,9 +16,14 @@ from functools import cache
 from importlib.metadata import entry_points
 from typing import Any
 
-from foundry_ext.catalog.callbacks import CheckpointGuardConfig, PlateauCallbackKeys, ResumeCheckKeys
+from foundry_ext.catalog.callbacks import (
+    CheckpointGuardConfig,
+    PlateauCallbackKeys,
+    ResumeCheckKeys,
+    SpikeGuardConfig,
+)
 from foundry_ext.config.base import ConfigModel, build
-from foundry_ext.config.errors import ConfigError, join_path
+from foundry_ext.config.errors import ConfigError, Problem, join_path
 from foundry_ext.schedules.base import ScheduleModel
 
 __all__ = [
@@ -64,6 +69,7 @@ def _callback_models() -> dict[str, type[ConfigModel]]:
         "reduce_lr_on_plateau": PlateauCallbackKeys,
         "schedule_resume_check": ResumeCheckKeys,
         "checkpoint_guard": CheckpointGuardConfig,
+        "spike_guard": SpikeGuardConfig,
     }
 
 
@@ -145,7 +151,46 @@ def validate_block(block: Mapping[str, Any], path: str = "scheduler") -> Schedul
     model = SCHEDULE_MODELS.get(name)
     if model is None:
         return None
-    return build(model, {k: v for k, v in block.items() if k != "name"}, path)
+    try:
+        return build(model, {k: v for k, v in block.items() if k != "name"}, path)
+    except ConfigError as e:
+        leftover = _leftover_keys(name, e.problems) if path == "scheduler" else {}
+        if not leftover:
+            raise
+        raise ConfigError([*e.problems, _leftover_problem(name, leftover)]) from None
+
+
+def _leftover_keys(name: str, problems: list[Problem]) -> dict[str, str]:
+    """The block's unknown keys that are another scheduler's keys (not typos): key -> the scheduler it belongs to."""
+    owners: dict[str, str] = {}
+    for problem in problems:
+        key = problem.field.removeprefix("scheduler.")
+        if (
+            "." in key
+            or "[" in key
+            or not problem.message.startswith("unknown key")
+            or "did you mean" in problem.message
+        ):
+            continue
+        owner = next(
+            (other for other, model in SCHEDULE_MODELS.items() if other != name and key in model.model_fields), None
+        )
+        if owner is not None:
+            owners[key] = owner
+    return owners
+
+
+def _leftover_problem(name: str, leftover: dict[str, str]) -> Problem:
+    """One line: where keys of another scheduler come from (an override merged into the file's block), the way out."""
+    keys = ", ".join(leftover)
+    cleared = ", ".join(f"{key}: null" for key in leftover)
+    owners = ", ".join(sorted(set(leftover.values())))
+    return Problem(
+        "scheduler",
+        f"{keys}: keys of {owners}, not of {name}; an override scheduler={{name: {name}}} is merged into the YAML's "
+        f"scheduler block, whose other keys stay: clear them in the override (a null key is unset), "
+        f"'scheduler={{name: {name}, {cleared}}}', or edit the YAML",
+    )
 
 
 def _foreign(group: str, ours: Mapping[str, Any]) -> dict[str, str]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import itertools
 import time
 
 from foundry_ext.cli import UsageError, add_config_arguments
@@ -16,11 +15,22 @@ from foundry_ext.cli import UsageError, add_config_arguments
 __all__ = ["add_arguments", "run"]
 
 
+FIT_HELP = "fit a loss law on two or more runs, check it leaving each run out, and write LAW.json"
+PREDICT_HELP = "predict the loss curve of a train YAML's schedule (or of --trace), with a band and warnings"
+TUNE_HELP = "rank a grid of YAML keys, or cooldown branches of a stable run, by predicted final loss with bands"
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare ``fit``, ``predict`` and ``tune``."""
     sub = parser.add_subparsers(dest="law_command", required=True, metavar="ACTION")
-    f = sub.add_parser("fit", help="fit a law on two or more runs and write LAW.json")
-    f.add_argument("runs", nargs="+", metavar="RUN", help="a step,lr,loss CSV or an MLflow run directory")
+    f = sub.add_parser("fit", help=FIT_HELP, description=FIT_HELP + " (docs/law.md)")
+    f.add_argument(
+        "runs",
+        nargs="+",
+        metavar="RUN",
+        help="a step,lr,loss CSV, an MLflow run folder (mlruns/<experiment>/<run>) or runs:/RUN_ID of "
+        "MLFLOW_TRACKING_URI (a file store, a database or a tracking server)",
+    )
     f.add_argument("--out", default="law.json", metavar="LAW.json", help="file to write (default: law.json)")
     f.add_argument(
         "--law-form", choices=("multipower", "tissue"), default="multipower", help="the law (default: multipower)"
@@ -32,26 +42,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     f.add_argument("--warmup", type=int, metavar="N", help="warmup batches of every run (default: found in the trace)")
 
-    p = sub.add_parser("predict", help="predict the loss curve of a train YAML's schedule (or of --trace)")
+    p = sub.add_parser("predict", help=PREDICT_HELP, description=PREDICT_HELP + " (docs/law.md)")
     p.add_argument("law", metavar="LAW.json")
     p.add_argument("config", nargs="?", metavar="CONFIG.yaml", help="an llm-foundry train YAML")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="overrides, as for train.py")
     p.add_argument("--trace", metavar="RUN.csv", help="predict for this step,lr[,loss] trace instead of a YAML")
     p.add_argument("--metrics", metavar="FILE.csv", help="reduce_lr_on_plateau: replay the cuts (as plot --metrics)")
     p.add_argument("--points", type=int, default=1000, metavar="N", help="batches to predict at (default: 1000)")
-    p.add_argument("--csv", metavar="FILE.csv", help="write step,lr,predicted_loss,measured_loss")
-    p.add_argument("--out", metavar="FILE.png", help="draw the LR and the predicted loss")
+    p.add_argument("--csv", metavar="FILE.csv", help="write step,lr,predicted_loss,predicted_low,predicted_high,...")
+    p.add_argument("--out", metavar="FILE.png", help="draw the LR and the predicted loss with its band")
+    p.add_argument("--strict", action="store_true", help="an extrapolation warning is an error (exit 2)")
 
-    t = sub.add_parser("tune", help="rank every combination of a grid of YAML keys by predicted final loss")
+    t = sub.add_parser("tune", help=TUNE_HELP, description=TUNE_HELP + " (docs/law.md)")
     t.add_argument("law", metavar="LAW.json")
     add_config_arguments(t, "max_duration=2000ba")
     t.add_argument(
         "--grid",
         action="append",
-        required=True,
         metavar="KEY=V1,V2,...",
         help="a key and its values (repeatable; every combination is predicted)",
     )
+    t.add_argument(
+        "--branch-from",
+        metavar="S1,S2,...",
+        help="branch cooldowns from these batches of the YAML's (stable) run: with --end or --decay",
+    )
+    t.add_argument("--end", metavar="B", help="every branch ends at batch B (decay B - S): which branch point wins")
+    t.add_argument("--decay", metavar="LEN1,...", help="decay lengths from each branch point (Nba, or a dur fraction)")
+    t.add_argument("--shape", default="linear", metavar="SHAPE1,...", help="decay shapes (default: linear)")
+    t.add_argument("--floor", type=float, default=0.0, metavar="ALPHA", help="the decay's end, x peak LR (default 0)")
+    t.add_argument("--strict", action="store_true", help="an extrapolation warning is an error (exit 2)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -59,104 +79,210 @@ def run(args: argparse.Namespace) -> int:
     return {"fit": _fit, "predict": _predict, "tune": _tune}[args.law_command](args)
 
 
+def _check_out(option: str, path: str | None) -> None:
+    """An output file must be writable where it is asked: its folder exists, and it is not a folder itself."""
+    import os
+
+    from foundry_ext.cli import check_output_paths
+
+    check_output_paths((option, path))
+    if path and os.path.isdir(path):
+        raise UsageError(f"{option} {path}: is a folder; expected a file name (e.g. {os.path.join(path, 'out')})")
+
+
 def _fit(args: argparse.Namespace) -> int:
     from foundry_ext.law.fit import FitError, fit
     from foundry_ext.law.lawfile import write_law
-    from foundry_ext.law.runs import RunError, read_run
+    from foundry_ext.law.reliability import check, domain_of
+    from foundry_ext.law.runs import RunError, read_runs
 
     if args.warmup is not None and args.warmup < 0:
         raise UsageError(f"--warmup {args.warmup}: must be >= 0")
+    _check_out("--out", args.out)
     try:
-        traces = [read_run(path, args.metric, args.warmup) for path in args.runs]
+        traces = read_runs(args.runs, args.metric, args.warmup)
         result = fit(traces, args.law_form)
     except (RunError, FitError) as e:
         raise UsageError(str(e)) from None
-    write_law(args.out, result, list(args.runs))
     print(f"{result.form} law fitted on {len(traces)} runs in {result.seconds:.2f}s ({result.starts} starting points)")
     print("  " + ", ".join(f"{k} {v:.6g}" for k, v in result.params.items()))
     print(f"  {'run':<28} {'losses':>6} {'warmup':>7} {'R^2':>8} {'mean rel':>9} {'worst rel':>9}")
     for q, tr in zip(result.runs, traces, strict=True):
         print(f"  {q.name:<28} {q.points:>6} {tr.warmup:>7} {q.r2:>8.5f} {q.mean_rel:>9.4%} {q.worst_rel:>9.4%}")
+    started = time.perf_counter()
+    reliability = check(traces, result)
+    if reliability.checks:
+        took = time.perf_counter() - started
+        print(f"leave-one-run-out (the law refitted without each run predicts it; {took:.1f}s):")
+        print(f"  {'run left out':<28} {'mean rel':>9} {'worst rel':>9} {'final rel':>9}")
+        for c in reliability.checks:
+            if c.checkable:
+                final = "-" if c.final_rel is None else f"{c.final_rel:.4%}"
+                print(f"  {c.name:<28} {c.mean_rel:>9.4%} {c.worst_rel:>9.4%} {final:>9}")
+            else:
+                print(f"  {c.name:<28} not checkable: {c.reason}")
+    write_law(args.out, result, list(args.runs), reliability, domain_of(traces))
+    print(f"verdict: {reliability.verdict} ({reliability.reason})")
     print(f"wrote {args.out}")
     return 0
 
 
-def _read_law(path: str) -> tuple[str, list[float]]:
-    from foundry_ext.law.lawfile import LawFileError, read_law
+def _read_law(path: str):
+    """The LAW.json, and its one-line notes: not checked (an older file), a hand-edited verdict, not good."""
+    import sys
+
+    from foundry_ext.law.lawfile import LawFileError, read_law_file
 
     try:
-        return read_law(path)
+        law = read_law_file(path)
     except LawFileError as e:
         raise UsageError(str(e)) from None
+    if law.edited:
+        print(f"warning: {law.edited}", file=sys.stderr)
+    elif law.verdict is None:
+        print(f"note: {path} was not checked (written before `law fit` checked its fits): no verdict, no band; "
+              "fit again for them", file=sys.stderr)  # fmt: skip
+    elif law.verdict != "good":
+        print(f"warning: this law's verdict is {law.verdict}: {law.reason}", file=sys.stderr)
+    return law
+
+
+def _warn(lines: list[str], strict: bool) -> None:
+    import sys
+
+    for line in lines:
+        if strict:
+            raise UsageError(f"--strict: {line}")
+        print(f"warning: {line}", file=sys.stderr)
+
+
+def _check_scheduler_name(config: str, overrides: list[str]) -> None:
+    """A misspelt scheduler.name, answered with a did-you-mean before the LR pipeline imports Composer."""
+    from foundry_ext.catalog.preflight import known_scheduler_names, scheduler_did_you_mean
+    from foundry_ext.config.errors import ConfigError
+    from foundry_ext.config.train_yaml import load_train_config, run_clock
+
+    try:
+        cfg = load_train_config(config, list(overrides))
+    except ConfigError as e:
+        raise UsageError("; ".join(map(str, e.problems))) from None
+    block = cfg.get("scheduler")
+    name = block.get("name") if isinstance(block, dict) else None
+    if isinstance(name, str):
+        names = known_scheduler_names()
+        if name not in names:
+            raise UsageError(
+                f"scheduler.name {name!r} is not a registered scheduler{scheduler_did_you_mean(name, names)}; "
+                "`foundry-ext schedulers` lists all"
+            )
+    try:
+        total = run_clock(cfg).total_batches
+    except Exception:  # the pipeline names the problem itself
+        return
+    if total is not None and total > MAX_BATCHES:
+        raise UsageError(f"max_duration: {total:,} batches; law predict and tune take at most {MAX_BATCHES:,}")
+
+
+MAX_BATCHES = 10_000_000  # the LR of every batch is held in memory (80 MB at this length)
 
 
 def _yaml_lrs(config: str, overrides: list[str], metrics_path: str | None = None):
-    from foundry_ext.cli.plot import read_metrics
     from foundry_ext.config.durations import UnknownBatchesPerEpoch
     from foundry_ext.config.errors import ConfigError
     from foundry_ext.law.predict import yaml_lrs
+    from foundry_ext.lr_pipeline import ScheduleError
+    from foundry_ext.runlog import RunLogError, read_series
 
-    metrics = read_metrics(metrics_path) if metrics_path else None
+    try:
+        metrics = read_series(metrics_path, None) if metrics_path else None
+    except RunLogError as e:
+        raise UsageError(f"--metrics {e}") from None
     try:
         return yaml_lrs(config, overrides, metrics)
     except UnknownBatchesPerEpoch:
         raise UsageError("max_duration or a scheduler duration is in 'ep': give it in batches ('ba')") from None
     except ConfigError as e:
         raise UsageError("; ".join(map(str, e.problems))) from None
+    except ScheduleError as e:
+        raise UsageError(str(e)) from None
 
 
 def _predict(args: argparse.Namespace) -> int:
+    import os
+
     import numpy as np
 
     from foundry_ext.law.predict import predict, predict_points
+    from foundry_ext.law.reliability import band, extrapolation, refuse_reason
     from foundry_ext.law.runs import RunError, read_csv
 
-    form, params = _read_law(args.law)
+    _check_out("--csv", args.csv)
+    _check_out("--out", args.out)
+    if args.points < 2:
+        raise UsageError(f"--points {args.points}: must be >= 2")
+    law = _read_law(args.law)
     measured = None
     if args.trace:
         if args.config:
             raise UsageError("give CONFIG.yaml or --trace RUN.csv, not both")
+        if not os.path.isfile(args.trace):
+            raise UsageError(f"--trace {args.trace}: no such file (expected a step,lr[,loss] CSV)")
         try:
             trace = read_csv(args.trace)
         except (RunError, OSError) as e:
-            raise UsageError(str(e)) from None
+            raise UsageError(f"--trace {e}") from None
         lr = trace.lr
         measured = dict(zip(trace.steps.tolist(), trace.loss.tolist(), strict=True))
         source = args.trace
     elif args.config:
+        _check_scheduler_name(args.config, args.overrides)
         lr = _yaml_lrs(args.config, args.overrides, args.metrics)
         source = args.config
     else:
         raise UsageError("give CONFIG.yaml (a train YAML) or --trace RUN.csv")
-    if args.points < 2:
-        raise UsageError(f"--points {args.points}: must be >= 2")
+    if not np.any(lr > 0):
+        raise UsageError(f"{source}: the LR is 0 at every batch (optimizer.lr 0?): the law needs a positive LR")
+    _warn(extrapolation(law.domain, lr), args.strict)
     started = time.perf_counter()
+    first = int(np.argmax(lr > 0)) + 1  # no loss before the first batch with a positive LR (the law's area is 0)
     steps = predict_points(len(lr), args.points, list(measured) if measured else ())
-    pred = predict(form, params, lr, steps)
+    steps = steps[steps >= first]
+    pred = predict(law.form, law.params, lr, steps)
+    why = refuse_reason(law.form, law.params, steps, pred)
+    if why:
+        raise UsageError(f"{source}: {why}: the schedule is outside what the law describes")
+    b = band(law.form, law.params, law.subfits, law.train_mean_rel or 0.0, law.domain, lr, steps, pred)
     seconds = time.perf_counter() - started
+    span = f" (band {b[0][-1]:.4f} to {b[1][-1]:.4f})" if b is not None else ""
     print(
-        f"{source}: {len(lr)} batches; predicted {form} loss after the last batch: {pred[-1]:.4f} "
+        f"{source}: {len(lr)} batches; predicted {law.form} loss after the last batch: {pred[-1]:.4f}{span} "
         f"({len(steps)} points in {seconds:.2f}s)"
     )
+    if b is None and law.verdict is not None:
+        print("no band: the law was fitted on 2 runs (no leave-one-run-out sub-fits); fit on three or more for one")
     if measured and measured.get(int(steps[-1])) is not None:
         print(f"measured after the last batch: {measured[int(steps[-1])]:.4f}")
     lr_at = lr[np.minimum(steps, len(lr)) - 1]  # the LR of the last batch trained before the loss
     if args.csv:
         with open(args.csv, "w", newline="") as f:
             w = csv.writer(f)
-            w.writerow(["step", "lr", "predicted_loss", "measured_loss"])
-            for s, a, p in zip(steps.tolist(), lr_at.tolist(), pred.tolist(), strict=True):
+            w.writerow(["step", "lr", "predicted_loss", "predicted_low", "predicted_high", "measured_loss"])
+            for i, (s, a, p) in enumerate(zip(steps.tolist(), lr_at.tolist(), pred.tolist(), strict=True)):
                 m = measured.get(s) if measured else None
-                w.writerow([s, repr(a), f"{p:.6f}", "" if m is None else repr(m)])
+                lo, hi = ("", "") if b is None else (f"{b[0][i]:.6f}", f"{b[1][i]:.6f}")
+                w.writerow([s, repr(a), f"{p:.6f}", lo, hi, "" if m is None else repr(m)])
         print(f"wrote {args.csv} ({len(steps)} rows)")
     if args.out:
-        _draw(args.out, steps, lr_at, pred, measured, f"{form} law: {source}")
+        from foundry_ext.law.trace import find_warmup
+
+        _draw(args.out, steps, lr_at, pred, b, measured, find_warmup(lr), f"{law.form} law: {source}")
         print(f"wrote {args.out}")
     return 0
 
 
-def _draw(path: str, steps, lr, pred, measured, title: str) -> None:
+def _draw(path: str, steps, lr, pred, band, measured, warmup: int, title: str) -> None:
     import matplotlib
+    import numpy as np
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -167,10 +293,22 @@ def _draw(path: str, steps, lr, pred, measured, title: str) -> None:
         ax.set_xlabel("batch")
         ax.set_ylabel("learning rate", color="tab:blue")
         twin = ax.twinx()
+        if band is not None:
+            twin.fill_between(steps, band[0], band[1], color="tab:red", alpha=0.18, linewidth=0, label="band")
         twin.plot(steps, pred, color="tab:red", label="predicted loss")
+        after = steps > warmup
+        shown = [pred[after]]
+        if band is not None:
+            shown += [band[0][after], band[1][after]]
         if measured:
             twin.plot(list(measured), list(measured.values()), ".", color="black", markersize=3, label="measured")
-        twin.set_ylabel("loss", color="tab:red")
+            shown.append(np.array([v for s, v in measured.items() if s > warmup]))
+        values = np.concatenate([v[np.isfinite(v)] for v in shown]) if shown else np.zeros(0)
+        if len(values):  # the loss axis from after the warmup: its first losses would set the scale
+            lo, hi = float(values.min()), float(values.max())
+            pad = 0.05 * (hi - lo) or 0.01 * abs(hi) or 0.01
+            twin.set_ylim(lo - pad, hi + pad)
+        twin.set_ylabel("loss (after warmup)", color="tab:red")
         twin.legend(loc="upper right", fontsize=8)
         ax.set_title(title, fontsize=10)
         fig.tight_layout()
@@ -182,58 +320,122 @@ def _draw(path: str, steps, lr, pred, measured, title: str) -> None:
         plt.close(fig)
 
 
-def _grid(specs: list[str], config: str, overrides: list[str]) -> list[tuple[str, list[str]]]:
-    """Parse ``KEY=V1,V2``; a key must be one the YAML has, or one its scheduler accepts (did-you-mean)."""
-    from foundry_ext.catalog.registry import validate_block
-    from foundry_ext.config.errors import ConfigError, did_you_mean
-    from foundry_ext.config.train_yaml import load_train_config
+def _tune(args: argparse.Namespace) -> int:
+    import sys
 
+    from foundry_ext.config.errors import ConfigError
+    from foundry_ext.law.tune import TuneError, combinations, parse_grid, rank, unresolved
+
+    if bool(args.grid) == bool(args.branch_from):
+        raise UsageError("give --grid KEY=V1,V2,... or --branch-from S1,... (with --end or --decay), one of them")
+    law = _read_law(args.law)
+    _check_scheduler_name(args.config, list(args.overrides))
+    started = time.perf_counter()
     try:
-        cfg = load_train_config(config, overrides)
+        if args.grid:
+            grid = parse_grid(args.grid, args.config, list(args.overrides))
+            combos = combinations(grid)
+            rows = rank(law, lambda extra: _yaml_lrs(args.config, [*args.overrides, *extra]), combos)
+            kind = "combinations"
+        else:
+            rows = _branches(args, law)
+            kind = "branches"
+    except TuneError as e:
+        raise UsageError(str(e)) from None
     except ConfigError as e:
         raise UsageError("; ".join(map(str, e.problems))) from None
-    block = cfg.get("scheduler") if isinstance(cfg.get("scheduler"), dict) else {}
-    model = validate_block(block, "scheduler") if block else None
-    sched_keys = set(block) | (set(type(model).model_fields) if model is not None else set())
-    grid = []
-    for spec in specs:
-        key, sep, values = spec.partition("=")
-        key = key.strip()
-        if not sep or not values.strip():
-            raise UsageError(f"--grid {spec!r}: expected KEY=V1,V2,... (e.g. scheduler.t_decay=0.1dur,0.2dur)")
-        if key.startswith("scheduler."):
-            sub = key.removeprefix("scheduler.")
-            if sub not in sched_keys:
-                options = sorted(f"scheduler.{k}" for k in sched_keys if k != "name")
-                raise UsageError(
-                    f"--grid {key}: scheduler {block.get('name')!r} has no key {sub!r}{did_you_mean(key, options)}"
-                )
-        else:
-            node = cfg
-            for part in key.split("."):
-                if not isinstance(node, dict) or part not in node:
-                    top = sorted(cfg) + sorted(f"scheduler.{k}" for k in sched_keys)
-                    raise UsageError(f"--grid {key}: the YAML has no key {key!r}{did_you_mean(key, top)}")
-                node = node[part]
-        grid.append((key, [v.strip() for v in values.split(",") if v.strip()]))
-    return grid
-
-
-def _tune(args: argparse.Namespace) -> int:
-    from foundry_ext.law.predict import predict
-
-    form, params = _read_law(args.law)
-    grid = _grid(args.grid, args.config, list(args.overrides))
-    started = time.perf_counter()
-    rows = []
-    for combo in itertools.product(*(values for _, values in grid)):
-        extra = [f"{k}={v}" for (k, _), v in zip(grid, combo, strict=True)]
-        lr = _yaml_lrs(args.config, [*args.overrides, *extra])
-        final = float(predict(form, params, lr, [len(lr)])[0])  # type: ignore[arg-type]
-        rows.append((final, extra))
-    rows.sort(key=lambda r: r[0])
-    print(f"{len(rows)} combinations predicted in {time.perf_counter() - started:.2f}s ({form} law), best first:")
-    for rank, (final, extra) in enumerate(rows, start=1):
-        print(f"  {rank:>3}. {final:.4f}  {' '.join(extra)}")
-    print(f"best: {' '.join(rows[0][1])}")
+    warned = sorted({w for c in rows for w in (c.warnings or [])})
+    _warn(warned, args.strict)
+    print(f"{len(rows)} {kind} predicted in {time.perf_counter() - started:.2f}s ({law.form} law), best first:")
+    for i, c in enumerate(rows, start=1):
+        span = f"  [{c.low:.4f}, {c.high:.4f}]" if c.low is not None else ""
+        print(f"  {i:>3}. {c.final:.4f}{span}  {' '.join(c.overrides)}")
+    tied = unresolved(rows)
+    if rows[0].low is None:
+        print(f"best: {' '.join(rows[0].overrides)} (no band: the law was not checked on held-out runs)")
+    elif tied:
+        print(
+            f"best: not resolvable: the bands of the first {tied + 1} overlap; the law's pick: "
+            f"{' '.join(rows[0].overrides)}"
+        )
+    else:
+        print(f"best: {' '.join(rows[0].overrides)}")
+    if law.verdict is not None and law.verdict != "good":
+        print(f"warning: the law's verdict is {law.verdict}: check the ranking on a run of your own", file=sys.stderr)
     return 0
+
+
+def _branch_length(text: str, start: int, option: str) -> int:
+    """``Nba``/``N`` batches, or ``Fdur``: the fraction F of the branched run ``start + LEN``."""
+    t = text.strip()
+    try:
+        if t.endswith("dur"):
+            f = float(t.removesuffix("dur"))
+            if not 0 < f < 1:
+                raise ValueError
+            return max(1, round(f * start / (1 - f)))
+        return int(t.removesuffix("ba"))
+    except ValueError:
+        raise UsageError(
+            f"{option} {text!r}: expected batches (500ba) or a fraction of the branched run (0.2dur)"
+        ) from None
+
+
+def _branches(args: argparse.Namespace, law):
+    from foundry_ext.law.tune import MAX_CANDIDATES, branch_lr, rank
+    from foundry_ext.schedules.wsd import DECAY_TYPES
+
+    def ints(text: str, option: str) -> list[int]:
+        items = [x.strip() for x in text.split(",")]
+        try:
+            values = [int(x.removesuffix("ba")) for x in items]
+        except ValueError:
+            raise UsageError(f"{option} {text!r}: expected batch counts, e.g. 2000,4000 or 2000ba") from None
+        if any(v < 1 for v in values):
+            raise UsageError(f"{option} {text!r}: every batch must be >= 1")
+        return values
+
+    starts = ints(args.branch_from, "--branch-from")
+    shapes = [x.strip() for x in args.shape.split(",")]
+    for shape in shapes:
+        if shape not in DECAY_TYPES:
+            raise UsageError(f"--shape {shape!r}: expected one of {', '.join(DECAY_TYPES)}")
+    if not 0 <= args.floor < 1:
+        raise UsageError(f"--floor {args.floor}: must be in [0, 1) (the decay's end as a fraction of the peak LR)")
+    if (args.end is None) == (args.decay is None):
+        raise UsageError("--branch-from needs --end B (every branch ends at B) or --decay LEN1,... (not both)")
+    stable = _yaml_lrs(args.config, list(args.overrides))
+    plans: list[tuple[int, int, str]] = []
+    if args.end is not None:
+        (end,) = ints(args.end, "--end")
+        for s in starts:
+            if s >= end:
+                raise UsageError(
+                    f"--branch-from {s}: must be before --end {end} (the decay would be {end - s} batches)"
+                )
+            plans += [(s, end - s, shape) for shape in shapes]
+    else:
+        for s in starts:
+            for text in args.decay.split(","):
+                n = _branch_length(text, s, "--decay")
+                if n < 1:
+                    raise UsageError(f"--decay {text!r}: the decay must be at least 1 batch")
+                plans += [(s, n, shape) for shape in shapes]
+    for s, n, _ in plans:
+        if s > len(stable):
+            raise UsageError(
+                f"--branch-from {s}: after the YAML's run ends ({len(stable)} batches): raise max_duration"
+            )
+        if s + n > MAX_BATCHES:
+            raise UsageError(f"branch from {s} over {n} batches: longer than {MAX_BATCHES:,} batches")
+    if len(plans) > MAX_CANDIDATES:
+        raise UsageError(f"{len(plans)} branches; at most {MAX_CANDIDATES}")
+    if len(plans) < 2:
+        raise UsageError("1 branch, nothing to rank; give two or more branch points, lengths or shapes")
+    labels = {f"from={s} decay={n}ba shape={shape}": (s, n, shape) for s, n, shape in plans}
+
+    def lrs_of(label: list[str]):
+        s, n, shape = labels[" ".join(label)]
+        return branch_lr(stable, s, n, shape, args.floor)
+
+    return rank(law, lrs_of, [label.split() for label in labels])

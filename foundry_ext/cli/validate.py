@@ -28,16 +28,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_arguments(parser)
     parser.add_argument(
         "--batches-per-epoch",
-        type=int,
+        type=_positive_int,
         metavar="N",
         help="batches in one epoch, for durations in 'ep' (default: from the local MDS index of train_loader.dataset "
         "and global_train_batch_size, when there is one)",
     )
-    parser.add_argument("--tokens-per-batch", type=int, metavar="N", help="tokens per batch, for durations in 'tok'")
-    parser.add_argument("--samples-per-batch", type=int, metavar="N", help="samples per batch, for durations in 'sp'")
     parser.add_argument(
-        "--world-size", type=int, default=1, metavar="N", help="ranks the run uses (batches per epoch depend on it)"
+        "--tokens-per-batch", type=_positive_int, metavar="N", help="tokens per batch, for durations in 'tok'"
     )
+    parser.add_argument(
+        "--samples-per-batch", type=_positive_int, metavar="N", help="samples per batch, for durations in 'sp'"
+    )
+    parser.add_argument(
+        "--world-size",
+        type=_positive_int,
+        default=1,
+        metavar="N",
+        help="ranks the run uses (batches per epoch depend on it)",
+    )
+
+
+def _positive_int(text: str) -> int:
+    """An option counting batches, tokens, samples or ranks: an integer >= 1 (``--world-size 0`` has no batches)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer; expected an integer >= 1") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not allowed; expected an integer >= 1")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:
@@ -81,12 +100,11 @@ def _evaluate(cfg: dict[str, Any], found: Any, warnings: list[str]) -> list[str]
     from foundry_ext.config.durations import UnknownBatchesPerEpoch
     from foundry_ext.config.errors import ConfigError
     from foundry_ext.config.train_yaml import one_line
-    from foundry_ext.preview import Preview, build_schedule
+    from foundry_ext.lr_pipeline import BatchesPerEpochNeeded, LRPipeline, ScheduleError
 
     clock = found.clock
     if clock is None:
         return []
-    block = dict(cfg["scheduler"])
     model = found.scheduler
     if model is not None and not model.has_formula:
         # Composer's and llm-foundry's own classes: every check their first call makes is mirrored by the model
@@ -98,23 +116,22 @@ def _evaluate(cfg: dict[str, Any], found: Any, warnings: list[str]) -> list[str]
         found.notes.append(f"the LR of each batch was not evaluated: {e}")
         return []
     try:
-        schedule = build_schedule(block, clock)
-    except UnknownBatchesPerEpoch:
+        pipeline = LRPipeline.from_config(cfg, clock, check_name=False, read_lr=False)
+    except BatchesPerEpochNeeded:
         return []  # noted by the pre-flight check
     except ConfigError as e:
         return [str(p) for p in e.problems]
-    except Exception as e:  # a scheduler of another package failing to build: its own message
-        return [f"scheduler ({block.get('name')}): cannot be built: {one_line(e)}"]
-    warnings += [str(w) for w in getattr(schedule, "warnings", [])]
-    preview = Preview(schedule, clock)
+    except ScheduleError as e:  # a scheduler of another package failing to build: its own message
+        return [f"scheduler ({e.name}): cannot be built: {one_line(e.cause)}"]
+    warnings += [str(w) for w in pipeline.warnings]
     problems = []
     for batch in sorted({0, max(total - 1, 0)}):
         try:
-            value = preview.multiplier(batch)
+            value = pipeline.multiplier(batch)
         except ConfigError as e:
             return [str(p) for p in e.problems]
-        except Exception as e:
-            return [f"scheduler ({block.get('name')}): fails at batch {batch}: {one_line(e) or 'no message'}"]
+        except ScheduleError as e:
+            return [f"scheduler ({e.name}): fails at batch {batch}: {one_line(e.cause) or 'no message'}"]
         if not math.isfinite(value) or value < 0:
             problems.append(
                 f"scheduler: the LR multiplier of batch {batch} is {value!r}; expected a finite number >= 0"
@@ -124,7 +141,7 @@ def _evaluate(cfg: dict[str, Any], found: Any, warnings: list[str]) -> list[str]
         # first call makes the same sweep (foundry_ext/trainer/schedulers.py, RunResolver)
         from foundry_ext.schedules.run_lr import stepped_lr_problem
 
-        problem = stepped_lr_problem(model, preview.multiplier, total)
+        problem = stepped_lr_problem(model, pipeline.multiplier, total)
         if problem is not None:
             problems.append(str(problem))
     return problems

@@ -132,8 +132,26 @@ def problems_of(error: ValidationError, model: type[BaseModel], path: str) -> li
             continue
         if e["type"] in ("union_tag_invalid", "union_tag_not_found"):  # the problem is the tag key itself
             loc = [*loc, str(ctx.get("discriminator", "type")).strip("'")]
-        problems.append(Problem(join_path(path, loc), _message(e, field_model, annotation, info, loc)))
+        problem = Problem(join_path(path, loc), _message(e, field_model, annotation, info, loc))
+        if problems and _same_value_refused(problems[-1], problem):
+            problem = _either(problems.pop(), problem)  # one value, one mistake: one line
+        problems.append(problem)
     return problems
+
+
+def _same_value_refused(last: Problem, problem: Problem) -> bool:
+    """Whether two members of one union (``float | list[float]``) refused the same value of the same field."""
+    value = last.message.partition(" is not ")[0]
+    return last.field == problem.field and " is not " in last.message and problem.message.startswith(f"{value} is not ")
+
+
+def _either(first: Problem, second: Problem) -> Problem:
+    """``'x' (str) is not a number; expected A`` and ``... is not a list; expected B`` as one line."""
+    head1, _, tail1 = first.message.partition("; expected ")
+    head2, _, tail2 = second.message.partition("; expected ")
+    what = head2.partition(" is not ")[2]
+    tails = " or ".join(t for t in (tail1, tail2) if t)
+    return Problem(first.field, f"{head1} or {what}" + (f"; expected {tails}" if tails else ""))
 
 
 def _most_specific(errors: list[Any]) -> list[Any]:
@@ -191,6 +209,11 @@ def _locate(model: type[BaseModel], raw_loc: Iterable[Any]) -> tuple[list[Any], 
             annotation = tagged
             continue
         if part in ("function-plain", "function-after", "function-before", "function-wrap", "list", "dict"):
+            continue
+        if isinstance(current, type) and issubclass(current, BaseModel) and _strip(annotation) is not current:
+            # an unknown key inside an optional block (``X | None``): pydantic names no branch there
+            owner = current
+            loc.append(part)
             continue
         if _is_union(annotation) and isinstance(part, str):
             # a plain union's member label ('float', 'list[float]'): pydantic's name for the branch, not a YAML key

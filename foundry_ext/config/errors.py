@@ -14,7 +14,7 @@ import difflib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-__all__ = ["ConfigError", "Problem", "current_path", "did_you_mean", "join_path", "yaml_path"]
+__all__ = ["ConfigError", "Problem", "RunStopped", "current_path", "did_you_mean", "join_path", "yaml_path"]
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,23 @@ class ConfigError(ValueError):
         self.problems: list[Problem] = problems
         self.field = problems[0].field
         super().__init__("\n".join(str(p) for p in problems))
+
+
+class RunStopped(SystemExit, ConfigError):
+    """A :class:`ConfigError` found while training, its lines already printed (``notices.errors_first``).
+
+    It is a ``SystemExit`` with status 2 as well: uncaught, it ends the process without llm-foundry's traceback (Python
+    prints none for a ``SystemExit``), so the one line per problem is the whole answer. Code that catches
+    ``ConfigError`` (or ``ValueError``) still does, and ``str(error)`` is the problem lines.
+
+    Raised where the package stops a run before its first batch: the pre-flight config transforms, the scheduler's
+    first call while the Trainer is built, a plateau's checks at ``FIT_START``. Every rank raises it (each checks the
+    same config); under the composer launcher each rank then exits 2.
+    """
+
+    def __init__(self, field: str | Iterable[Problem], message: str | None = None) -> None:
+        ConfigError.__init__(self, field, message)
+        self.code = 2
 
 
 def did_you_mean(word: str, options: Sequence[str]) -> str:

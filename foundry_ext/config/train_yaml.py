@@ -19,7 +19,16 @@ from typing import Any
 from foundry_ext.config.durations import Duration, DurationError, UnknownBatchesPerEpoch, parse
 from foundry_ext.config.errors import ConfigError
 
-__all__ = ["RunClock", "load_train_config", "max_duration", "one_line", "optimizer_lr", "run_clock", "summarize"]
+__all__ = [
+    "RunClock",
+    "drop_null_scheduler_keys",
+    "load_train_config",
+    "max_duration",
+    "one_line",
+    "optimizer_lr",
+    "run_clock",
+    "summarize",
+]
 
 
 def one_line(error: BaseException) -> str:
@@ -71,8 +80,9 @@ def load_train_config(path: str, overrides: list[str] | tuple[str, ...] = ()) ->
         raise fail(f"{path}: cannot read: {one_line(e)}") from None
     except Exception as e:  # yaml.YAMLError and OmegaConf's own errors: both mean "not a valid YAML config"
         if _too_deep(e):
-            key = str(getattr(e, "full_key", "") or "").split("[")[0].split(".")[0]
-            where = f" under {key!r}" if key else ""
+            key, line = _deepest(path)
+            key = key or str(getattr(e, "full_key", "") or "").split("[")[0].split(".")[0]
+            where = (f" under {key!r}" if key else "") + (f" (line {line})" if line else "")
             raise fail(
                 f"{path}: invalid YAML: values nested too deep{where} (hundreds of levels; a train config nests a few)"
             ) from None
@@ -101,7 +111,51 @@ def load_train_config(path: str, overrides: list[str] | tuple[str, ...] = ()) ->
         first = str(e).splitlines()[0] if str(e) else type(e).__name__  # later lines repeat full_key, object_type
         raise ConfigError(key or "", f"cannot resolve: {first}") from None
     assert isinstance(resolved, dict)
-    return {str(k): v for k, v in resolved.items()}
+    return drop_null_scheduler_keys({str(k): v for k, v in resolved.items()})
+
+
+def drop_null_scheduler_keys(cfg: dict[str, Any]) -> dict[str, Any]:
+    """Remove the ``scheduler`` block's keys whose value is null (in place; ``cfg`` is returned): a null key is unset.
+
+    OmegaConf merges an override into the file's block, so ``scheduler={name: reduce_lr_on_plateau}`` over a file
+    with another scheduler keeps that scheduler's keys; ``scheduler={name: reduce_lr_on_plateau, t_decay: null}``
+    clears one. The tools (through :func:`load_train_config`) and training (through the pre-flight config transform)
+    both drop them, so the switch works the same everywhere.
+    """
+    block = cfg.get("scheduler")
+    if isinstance(block, dict):
+        for key in [k for k, v in block.items() if v is None and k != "name"]:
+            del block[key]
+    return cfg
+
+
+def _deepest(path: str, limit: int = 100) -> tuple[str, int]:
+    """The top-level key and the line at which ``path``'s values first nest ``limit`` levels deep ("", 0 if never).
+
+    PyYAML's event parser keeps a stack of its own (no recursion), so it walks a file that its composer, and
+    OmegaConf's, cannot build.
+    """
+    import yaml
+
+    depth, key, expect_key = 0, "", False
+    try:
+        with open(path) as f:
+            for event in yaml.parse(f):
+                if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                    depth += 1
+                    if depth > limit:
+                        return key, event.start_mark.line + 1
+                    expect_key = isinstance(event, yaml.MappingStartEvent) and depth == 1
+                elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                    depth -= 1
+                    expect_key = depth == 1
+                elif depth == 1 and isinstance(event, yaml.ScalarEvent):
+                    if expect_key:
+                        key = event.value
+                    expect_key = not expect_key
+    except (yaml.YAMLError, OSError, UnicodeDecodeError):
+        pass
+    return key, 0
 
 
 def _too_deep(error: BaseException) -> bool:

@@ -16,33 +16,35 @@ as the paper reports them.
 
 from __future__ import annotations
 
-import itertools
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from foundry_ext.law import multipower, tissue
+from foundry_ext.law import multipower
+from foundry_ext.law.forms import BETA_MIN, GAMMA_MAX, form_of
+from foundry_ext.law.forms import FORMS as _FORMS
 from foundry_ext.law.trace import Trace
 
 __all__ = [
+    "BETA_MIN",
     "FORMS",
+    "GAMMA_MAX",
     "HUBER_DELTA",
     "FitError",
     "FitResult",
     "RunQuality",
     "check_compatible",
     "check_identifiable",
+    "decays_after_warmup",
     "fit",
     "from_unit_lr",
     "quality",
 ]
 
 HUBER_DELTA = 1e-3
-FORMS = ("multipower", "tissue")
-BETA_MIN = 0.3  # see the module docstring: beta -> 0 with B -> inf fits better and predicts worse
-GAMMA_MAX = 1.0
+FORMS = tuple(_FORMS)
 MIN_LOSSES = 10  # more losses than the multi-power law's seven parameters, with a margin
 
 
@@ -79,16 +81,8 @@ def _scaled(trace: Trace, scale: float) -> Trace:
 
 
 def from_unit_lr(form: str, p: Sequence[float], scale: float) -> list[float]:
-    r"""Parameters fitted on LRs divided by ``scale``, in the runs' own LR units.
-
-    Multi-power: :math:`A = A' s^{\alpha}`, :math:`B = B'/s`, :math:`C = C' s^{\gamma - 1}`. Tissue:
-    :math:`A = A' s^{\alpha}`, :math:`C = C'/s` (:math:`S_2` is linear in the LR).
-    """
-    if form == "multipower":
-        L0, A, alpha, B, C, beta, gamma = p
-        return [L0, A * scale**alpha, alpha, B / scale, C * scale ** (gamma - 1.0), beta, gamma]
-    L0, A, alpha, C, lam = p
-    return [L0, A * scale**alpha, alpha, C / scale, lam]
+    """Parameters fitted on LRs divided by ``scale``, in the runs' own LR units (:mod:`foundry_ext.law.forms`)."""
+    return form_of(form).to_runs_units(p, scale)
 
 
 def quality(name: str, loss: np.ndarray, pred: np.ndarray) -> RunQuality:
@@ -106,7 +100,7 @@ def check_identifiable(traces: Sequence[Trace]) -> None:
             f"{len(traces)} run given: the law needs two or more runs of one model and data, with different "
             "schedules (e.g. a constant and a cosine)"
         )
-    decays = [t for t in traces if _decays_after_warmup(t)]
+    decays = [t for t in traces if decays_after_warmup(t)]
     if not decays:
         raise FitError(
             "every run's LR is constant after its warmup: the decay term (B, C, beta, gamma) cannot be identified; "
@@ -147,7 +141,8 @@ def check_compatible(traces: Sequence[Trace]) -> None:
         spread(with_loss, 2.0, "median losses", "perplexity or bits mixed with cross-entropy in nats?")
 
 
-def _decays_after_warmup(t: Trace) -> bool:
+def decays_after_warmup(t: Trace) -> bool:
+    """Whether the run's LR falls anywhere after its warmup (within the batches it measured)."""
     d = multipower.drops(t.lr)[int(t.warmup or 0) + 1 : int(t.steps.max(initial=0))]
     return bool(np.any(d > 1e-9 * float(np.max(t.lr, initial=0.0))))
 
@@ -172,8 +167,10 @@ def fit(traces: Sequence[Trace], form: str = "multipower", m: int = 8) -> FitRes
     """
     from scipy.optimize import least_squares
 
-    if form not in FORMS:
-        raise FitError(f"law form {form!r} is unknown; expected one of {', '.join(FORMS)}")
+    try:
+        record = form_of(form)
+    except ValueError as e:
+        raise FitError(str(e)) from None
     check_identifiable(traces)
     check_compatible(traces)
     began = time.perf_counter()
@@ -181,8 +178,7 @@ def fit(traces: Sequence[Trace], form: str = "multipower", m: int = 8) -> FitRes
     scaled = [_scaled(t, scale) for t in traces]
     items, y, spans = _data(scaled)
     log_y = np.log(y)
-    model = multipower.Design(items, m=m) if form == "multipower" else tissue.Design(items)
-    y_min = float(y.min())
+    model = record.design(items, m)
 
     def residual(p: np.ndarray) -> np.ndarray:
         pred = model.predict(p)
@@ -192,7 +188,7 @@ def fit(traces: Sequence[Trace], form: str = "multipower", m: int = 8) -> FitRes
         pred, j = model.predict_and_jacobian(p)
         return -j / np.maximum(pred, 1e-12)[:, None]
 
-    lower, upper, starts = _bounds_and_starts(form, items, y, y_min)
+    lower, upper, starts = record.bounds_and_starts(items, y)
     best = None
     for x0 in starts:
         x0 = np.clip(x0, lower + 1e-12, upper - 1e-12)
@@ -216,37 +212,5 @@ def fit(traces: Sequence[Trace], form: str = "multipower", m: int = 8) -> FitRes
         raise FitError("the fit failed from every starting point (the losses do not follow the law's shape)")
     pred = model.predict(best.x)
     runs = [quality(t.name, y[s], pred[s]) for t, s in zip(traces, spans, strict=True)]
-    names = multipower.NAMES if form == "multipower" else tissue.NAMES
-    params = dict(zip(names, from_unit_lr(form, best.x, scale), strict=True))
+    params = dict(zip(record.names, record.to_runs_units(best.x, scale), strict=True))
     return FitResult(form, params, runs, time.perf_counter() - began, len(starts), scale)
-
-
-def _bounds_and_starts(
-    form: str, items: list[tuple[Trace, np.ndarray]], y: np.ndarray, y_min: float
-) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
-    """Valid ranges and starting points, in unit-LR parameters (LRs divided by the largest)."""
-    # A and alpha of the constant-LR part from a log-log line through the losses against the LR area
-    area = np.concatenate([multipower.lr_area(t.lr, s) for t, s in items])
-    l0s = [y_min * f for f in (0.6, 0.8, 0.92)]
-    starts_a: list[tuple[float, float, float]] = []
-    for l0 in l0s:
-        gap = np.maximum(y - l0, 1e-6)
-        slope, icpt = np.polyfit(np.log(area), np.log(gap), 1)
-        alpha = float(np.clip(-slope, 0.05, 1.5))
-        starts_a.append((l0, float(np.exp(icpt)), alpha))
-    spread = float(y.max() - y_min)
-    if form == "multipower":
-        lower = np.array([0.0, 0.0, 0.01, 0.0, 1e-6, BETA_MIN, 0.0])
-        upper = np.array([y_min, np.inf, 3.0, np.inf, np.inf, 5.0, GAMMA_MAX])
-        starts = [
-            np.array([l0, a, alpha, b * max(spread, 1e-3), c, 0.5, 0.5])
-            for (l0, a, alpha), b, c in itertools.product(starts_a[1:], (0.5,), (0.03, 0.3))
-        ]
-    else:
-        lower = np.array([0.0, 0.0, 0.01, 0.0, 0.0])
-        upper = np.array([y_min, np.inf, 3.0, np.inf, 0.99999])
-        starts = [
-            np.array([l0, a, alpha, c * max(spread, 1e-3), lam])
-            for (l0, a, alpha), c, lam in itertools.product(starts_a[1:], (1e-3, 1e-2), (0.99, 0.999))
-        ]
-    return lower, upper, starts

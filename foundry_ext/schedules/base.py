@@ -11,13 +11,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from foundry_ext.config.base import ConfigModel
 from foundry_ext.config.durations import Duration, Resolved, convert, resolve
 from foundry_ext.config.errors import ConfigError, Problem, join_path
 
-__all__ = ["Mark", "RunCheck", "RunContext", "ScheduleModel", "describe_keys", "run_check"]
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import numpy as np
+
+__all__ = ["Mark", "RunCheck", "RunContext", "ScheduleModel", "describe_keys", "elementwise", "run_check"]
 
 #: A named point of a schedule: (label, time, unit), e.g. ("warmup end", 100, "ba").
 Mark = tuple[str, int, str]
@@ -102,6 +107,22 @@ class ScheduleModel(ConfigModel):
         """The LR multiplier at time ``t`` (in the resolved unit), given the resolved durations ``d``."""
         raise NotImplementedError(f"{self.name}: its formula is Composer's; build the scheduler to evaluate it")
 
+    def multipliers(self, t: np.ndarray, d: Mapping[str, int]) -> np.ndarray:
+        """:meth:`multiplier` at every time of ``t`` (int64, in the resolved unit), as float64, bitwise equal to it.
+
+        This default calls :meth:`multiplier` per element; schedules override it with the same formula on whole
+        arrays (numpy's ``+ - * /`` and ``sqrt`` round as Python's float operations do; ``cos`` and ``**`` go
+        through :func:`elementwise` so that the C library computes them as for a Python float).
+        """
+        return elementwise(lambda x: self.multiplier(x, d), t)
+
+
+def elementwise(func: Callable[[Any], float], x: np.ndarray) -> np.ndarray:
+    """``func`` of each element of ``x`` (as a Python number), as a float64 array: ``math.cos`` exactly as Python."""
+    import numpy as np
+
+    return np.fromiter(map(func, x.tolist()), dtype=np.float64, count=len(x))
+
 
 @dataclass(frozen=True)
 class RunContext:
@@ -168,6 +189,8 @@ def run_check(
         Problem(join_path(path, [p.field] if p.field else []), p.message)
         for p in (model.run_warnings(resolved.values, run) if not check.errors else [])
     ]
+    if not check.errors:
+        check.warnings += _ends_before_run(model, resolved.values, run, path)
     warmup = model.warmup_field
     if warmup and warmup in resolved.values and units[warmup] == total.unit and resolved.values[warmup] > total.value:
         unit = _unit_name(total.unit)
@@ -180,6 +203,30 @@ def run_check(
             )
         )
     return check
+
+
+def _ends_before_run(model: ScheduleModel, d: Mapping[str, int], run: RunContext, path: str) -> list[Problem]:
+    """This package's formulas that end at ``t_max`` and hold ``alpha_f`` after it (warmup_stable_decay, power).
+
+    Valid (a run may train on at its floor), but usually a ``t_max`` left from a longer run: ``stages`` and
+    ``wsd_periods`` warn of the same in their own words. Composer's classes (``linear``, ``cosine``, ...) are left
+    alone: their own tests build a ``t_max`` shorter than the run on purpose.
+    """
+    fields = type(model).model_fields
+    if not (model.has_formula and "t_max" in fields and "alpha_f" in fields) or run.unit != run.total_unit:
+        return []
+    end = d.get("t_max", run.total)
+    if end >= run.total:
+        return []
+    unit = _unit_name(run.unit)
+    return [
+        Problem(
+            join_path(path, ["t_max"]),
+            f"{model.t_max} ({end} {unit}) ends before max_duration={run.max_duration} ({run.total} "
+            f"{unit}): the last {run.total - end} {unit} train at alpha_f ({model.alpha_f:g}); set "
+            "t_max: 1dur, or shorten the run",
+        )
+    ]
 
 
 def _unit_name(unit: str) -> str:

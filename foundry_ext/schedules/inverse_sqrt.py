@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from pydantic import Field, model_validator
 
 from foundry_ext.config.base import NonNegativeDuration, PositiveDuration
 from foundry_ext.config.errors import ConfigError, Problem
 from foundry_ext.schedules.base import Mark, RunContext, ScheduleModel, _unit_name
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["InverseSqrt", "linear_warmup"]
 
@@ -87,3 +91,15 @@ class InverseSqrt(ScheduleModel):
         tau = d.get("t_timescale", t_warmup)
         # the integer sum first, as Hugging Face computes it: (t + (tau - t_w)) / tau
         return self.alpha_f + (1.0 - self.alpha_f) / math.sqrt((t + tau - t_warmup) / tau)
+
+    def multipliers(self, t: np.ndarray, d: Mapping[str, int]) -> np.ndarray:
+        import numpy as np
+
+        t_warmup = d["t_warmup"]
+        out = np.empty(len(t), dtype=np.float64)
+        warm = t < t_warmup
+        out[warm] = linear_warmup(self.alpha_i, 1.0, t[warm], t_warmup)  # type: ignore[arg-type]
+        rest = ~warm
+        tau = d.get("t_timescale", t_warmup)
+        out[rest] = self.alpha_f + (1.0 - self.alpha_f) / np.sqrt((t[rest] + tau - t_warmup) / tau)
+        return out

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -12,6 +12,9 @@ from foundry_ext.config.durations import Duration
 from foundry_ext.config.errors import ConfigError
 from foundry_ext.schedules.base import ScheduleModel
 from foundry_ext.schedules.plateau_rule import PlateauRule
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["DEFAULT_MONITOR", "RULE_KEYS", "ReduceLROnPlateau"]
 
@@ -138,3 +141,12 @@ class ReduceLROnPlateau(ScheduleModel):
         r"""The warmup part :math:`\\min(1, t / t_w)` (the base and the scale are multiplied in by the caller)."""
         t_warmup = d["t_warmup"]
         return t / t_warmup if t < t_warmup else 1.0
+
+    def multipliers(self, t: np.ndarray, d: Mapping[str, int]) -> np.ndarray:
+        import numpy as np
+
+        t_warmup = d["t_warmup"]
+        out = np.ones(len(t), dtype=np.float64)
+        warm = t < t_warmup
+        out[warm] = t[warm] / t_warmup
+        return out

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from pydantic import Field, model_validator
 
 from foundry_ext.config.base import NonNegativeDuration, PositiveDuration
 from foundry_ext.config.durations import Duration
 from foundry_ext.config.errors import ConfigError, Problem
-from foundry_ext.schedules.base import Mark, RunContext, ScheduleModel, _unit_name
+from foundry_ext.schedules.base import Mark, RunContext, ScheduleModel, _unit_name, elementwise
 from foundry_ext.schedules.inverse_sqrt import linear_warmup
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["Power"]
 
@@ -118,3 +122,20 @@ class Power(ScheduleModel):
         start = (tail / t_warmup) ** self.b
         # OLMo-core's _linear_decay with the steps left to t_max
         return self.alpha_f + (start - self.alpha_f) * (t_max - t) / t_decay
+
+    def multipliers(self, t: np.ndarray, d: Mapping[str, int]) -> np.ndarray:
+        import numpy as np
+
+        t_warmup, t_decay, t_max = d["t_warmup"], d["t_decay"], d["t_max"]
+        tail = t_max - t_decay
+        out = np.full(len(t), self.alpha_f, dtype=np.float64)  # t >= t_max
+        warm = t < t_warmup
+        out[warm] = linear_warmup(self.alpha_i, 1.0, t[warm], t_warmup)  # type: ignore[arg-type]
+        law = ~warm & (t < t_max) & (t < tail)
+        b = self.b
+        out[law] = elementwise(lambda x: x**b, t[law] / t_warmup)  # Python's float ** (the C library's pow)
+        end = ~warm & (t < t_max) & (t >= tail)
+        if end.any():
+            start = (tail / t_warmup) ** b
+            out[end] = self.alpha_f + (start - self.alpha_f) * (t_max - t[end]) / t_decay
+        return out

@@ -35,6 +35,7 @@ __all__ = [
     "likely_mistakes",
     "plateau_interval_warning",
     "run_lr_findings",
+    "setting_warnings",
     "stepped_lr_problem",
 ]
 
@@ -120,7 +121,7 @@ def run_lr_findings(
         bad, zero_share = _sweep(model, clock, path)
     if bad is not None:
         errors.append(_sweep_problem(model, bad, path))
-    elif zero_share > ZERO_SHARE:
+    elif zero_share > ZERO_SHARE and not _ends_early(model, converted, clock):  # that warning says why
         zeros = [n for n, (g, d) in converted.items() if d.value == 0 and g.value > 0] or [
             k for k in ("alpha_f", "gamma", "scale_min", "peaks") if k in type(model).model_fields
         ]
@@ -133,6 +134,56 @@ def run_lr_findings(
             )
         )
     return errors, warnings
+
+
+def _ends_early(model: ScheduleModel, converted: Mapping[str, tuple[Duration, Duration]], clock: RunClock) -> bool:
+    """Whether a ``t_max`` before the run's end (warned of by ``run_check``) explains a share of zero LR."""
+    if "t_max" not in converted or "alpha_f" not in type(model).model_fields:
+        return False
+    t_max = converted["t_max"][1]
+    total = _total(clock, t_max.unit)
+    return total is not None and t_max.value < total
+
+
+_LOWER_IS_BETTER = ("loss", "crossentropy", "perplexity", "calibrationerror")
+
+
+def setting_warnings(model: ScheduleModel, path: str = "scheduler") -> list[Problem]:
+    """Valid settings that need no run length and work against the schedule's intent: warnings.
+
+    An exponential decay whose ``gamma`` grows the LR (Composer's ``exponential``, torch's ``ExponentialLR``: the LR
+    is multiplied by gamma every period, or every batch), and a plateau whose ``mode`` looks for the wrong direction
+    of its monitor (``mode: max`` on a loss waits for the loss to stop rising).
+    """
+    found = []
+    gamma = getattr(model, "gamma", None)
+    exponential = model.name == "exponential" or getattr(model, "type", None) == "ExponentialLR"
+    if exponential and isinstance(gamma, (int, float)) and gamma > 1:
+        every = "every batch" if model.name == "torch_lr_scheduler" else f"every {getattr(model, 'decay_period', '')}"
+        found.append(
+            Problem(
+                join_path(path, ["gamma"]),
+                f"{gamma:g} > 1 grows the LR {every} instead of decaying it; an exponential decay takes gamma in "
+                "(0, 1), e.g. 0.99",
+            )
+        )
+    monitor, mode = getattr(model, "monitor", None), getattr(model, "mode", None)
+    if isinstance(monitor, str) and mode in ("min", "max"):
+        lower = any(
+            word in monitor.rpartition("/")[2].lower() or monitor.startswith("loss/") for word in _LOWER_IS_BETTER
+        )
+        higher = "accuracy" in monitor.rpartition("/")[2].lower()
+        if (lower and mode == "max") or (higher and mode == "min"):
+            better = "lower" if lower else "higher"
+            found.append(
+                Problem(
+                    join_path(path, ["mode"]),
+                    f"{mode!r} on {monitor!r}, for which {better} is better: the plateau waits for it to stop "
+                    f"{'rising' if mode == 'max' else 'falling'} and cuts the LR while it improves; use mode: "
+                    f"{'min' if lower else 'max'}",
+                )
+            )
+    return found
 
 
 def likely_mistakes(model: ScheduleModel, path: str = "scheduler") -> list[Problem]:

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field, model_validator
 
 from foundry_ext.config.base import ConfigModel, NonNegativeDuration, PositiveDuration
 from foundry_ext.config.durations import Duration
 from foundry_ext.config.errors import ConfigError, Problem
-from foundry_ext.schedules.base import Mark, RunContext, ScheduleModel, _unit_name
+from foundry_ext.schedules.base import Mark, RunContext, ScheduleModel, _unit_name, elementwise
 
-__all__ = ["OverrideDecay", "Stage", "Stages", "interpolate"]
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = ["OverrideDecay", "Stage", "Stages", "interpolate", "interpolates"]
 
 Shape = Literal["linear", "cosine"]
 
@@ -23,6 +26,13 @@ def interpolate(shape: str, start: float, end: float, t: int, duration: int) -> 
     if shape == "linear":
         return start + (end - start) * t / duration
     return end + (start - end) * (1 + math.cos(math.pi * t / duration)) / 2
+
+
+def interpolates(shape: str, start: float, end: float, t: np.ndarray, duration: int) -> np.ndarray:
+    """:func:`interpolate` at every element of ``t`` (int64), bitwise equal."""
+    if shape == "linear":
+        return start + (end - start) * t / duration
+    return end + (start - end) * (1 + elementwise(math.cos, math.pi * t / duration)) / 2
 
 
 class Stage(ConfigModel):
@@ -172,3 +182,34 @@ class Stages(ScheduleModel):
         if t - start < duration:
             return interpolate(o.shape, self._main(start, d), o.end, t - start, duration)
         return o.end
+
+    def _mains(self, t: np.ndarray, d: Mapping[str, int]) -> np.ndarray:
+        import numpy as np
+
+        out = np.full(len(t), self.stages[-1].end, dtype=np.float64)  # after the last stage
+        stage_start = 0
+        previous_end = 1.0
+        for i, stage in enumerate(self.stages):
+            duration = d[f"stages[{i}].duration"]
+            start = previous_end if stage.start is None else stage.start
+            inside = (t >= stage_start) & (t < stage_start + duration)
+            if inside.any():
+                out[inside] = interpolates(stage.shape, start, stage.end, t[inside] - stage_start, duration)
+            previous_end = stage.end
+            stage_start += duration
+        return out
+
+    def multipliers(self, t: np.ndarray, d: Mapping[str, int]) -> np.ndarray:
+        o = self.override_decay
+        if o is None:
+            return self._mains(t, d)
+        start, duration = d["override_decay.start"], d["override_decay.duration"]
+        import numpy as np
+
+        before = t < start
+        out = np.full(len(t), o.end, dtype=np.float64)  # after the override
+        out[before] = self._mains(t[before], d)
+        decay = ~before & (t - start < duration)
+        if decay.any():
+            out[decay] = interpolates(o.shape, self._main(start, d), o.end, t[decay] - start, duration)
+        return out

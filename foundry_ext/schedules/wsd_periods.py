@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field, model_validator
 
@@ -13,7 +13,10 @@ from foundry_ext.config.durations import Duration
 from foundry_ext.config.errors import ConfigError, Problem
 from foundry_ext.schedules.base import Mark, RunContext, ScheduleModel, _unit_name
 from foundry_ext.schedules.inverse_sqrt import linear_warmup
-from foundry_ext.schedules.wsd import decay_shape
+from foundry_ext.schedules.wsd import decay_shape, decay_shapes
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["WSDPeriods"]
 
@@ -217,3 +220,25 @@ class WSDPeriods(ScheduleModel):
                     return self.alpha_f
                 return self.alpha_f + (peak - self.alpha_f) * decay_shape(self.decay_type, (t - decay_start) / decay)
         return self.alpha_f
+
+    def multipliers(self, t: np.ndarray, d: Mapping[str, int]) -> np.ndarray:
+        import numpy as np
+
+        t_warmup = d["t_warmup"]
+        peaks = self._peaks()
+        out = np.full(len(t), self.alpha_f, dtype=np.float64)  # after the last period
+        warm = t < t_warmup
+        out[warm] = linear_warmup(self.alpha_i, peaks[0], t[warm], t_warmup)  # type: ignore[arg-type]
+        lengths = self._lengths(d)
+        end = 0
+        for i, (length, decay, peak) in enumerate(zip(lengths, self._decays(lengths, d), peaks, strict=True)):
+            previous, end = end, end + length
+            inside = ~warm & (t <= end) & ((t > previous) if i else True)
+            decay_start = end - decay
+            out[inside & (t < decay_start)] = peak
+            out[inside & (t == end)] = self.alpha_f
+            falling = inside & (t >= decay_start) & (t < end)
+            if falling.any():
+                q = (t[falling] - decay_start) / decay
+                out[falling] = self.alpha_f + (peak - self.alpha_f) * decay_shapes(self.decay_type, q)
+        return out

@@ -25,8 +25,8 @@ from composer.utils import dist
 from foundry_ext.catalog.callbacks import PlateauCallbackKeys
 from foundry_ext.config.base import build
 from foundry_ext.config.durations import convert, max_duration_of, now
-from foundry_ext.config.errors import ConfigError, scheduler_did_you_mean, yaml_path
-from foundry_ext.config.notices import warn_once
+from foundry_ext.config.errors import ConfigError, Problem, RunStopped, scheduler_did_you_mean, yaml_path
+from foundry_ext.config.notices import errors_first, warn_once
 from foundry_ext.schedules.plateau import DEFAULT_MONITOR, ReduceLROnPlateau
 from foundry_ext.schedules.plateau_rule import Cut, PlateauState
 from foundry_ext.trainer.lr_lambdas import compiled_schedulers
@@ -140,17 +140,21 @@ class ReduceLROnPlateauCallback(Callback):
             for evaluator in state.evaluators
             for name in state.eval_metrics.get(evaluator.label, {})
         )
+        problem = None
         if not state.evaluators:
-            raise ConfigError(
+            problem = Problem(
                 "scheduler.monitor",
                 f"{scheduler.monitor!r} is an eval metric but the run has no evaluator; add an eval_loader, or "
                 "monitor a train loss: monitor: loss/train/total with check_interval: 100ba",
             )
-        if scheduler.monitor not in available:
-            raise ConfigError(
+        elif scheduler.monitor not in available:
+            problem = Problem(
                 "scheduler.monitor",
                 f"{scheduler.monitor!r} is not produced by any evaluator; available: {', '.join(available)}",
             )
+        if problem is not None:  # before the first batch: one line and status 2, no traceback
+            errors_first([str(problem)])
+            raise RunStopped([problem])
 
     def eval_before_all(self, state: State, logger: Logger) -> None:
         del state, logger  # unused
@@ -173,6 +177,9 @@ class ReduceLROnPlateauCallback(Callback):
         scheduler = self._scheduler()
         if not scheduler.train_monitor:
             return
+        batch = state.timestamp.batch.value - 1
+        if any(getattr(cb, "skipped_batch", None) == batch for cb in state.callbacks):
+            return  # callbacks.spike_guard skipped this step: its loss is no training progress to judge
         losses = state.total_loss_dict  # already all-reduced by the Trainer: the same on every rank
         if scheduler.monitor not in losses:
             raise ConfigError(

@@ -23,7 +23,7 @@ from composer.optim import ComposerScheduler
 from foundry_ext.catalog.registry import SCHEDULE_MODELS
 from foundry_ext.config.base import build
 from foundry_ext.config.durations import Duration, Resolved, UnknownBatchesPerEpoch, max_duration_of, now
-from foundry_ext.config.errors import ConfigError, Problem, current_path
+from foundry_ext.config.errors import ConfigError, Problem, RunStopped, current_path
 from foundry_ext.config.notices import errors_first, warn_once
 from foundry_ext.config.train_yaml import RunClock
 from foundry_ext.schedules.base import ScheduleModel, run_check
@@ -73,18 +73,20 @@ class RunResolver:
             given = ", ".join(
                 f"{self.path}.{k}={v}" for k, v in self.model.durations().items() if v.unit in ("ep", "dur")
             )
-            raise ConfigError(
+            problem = Problem(
                 self.path,
                 f"{given} with max_duration={max_duration} need the number of batches per epoch, and this train "
                 "dataloader has no length; give the durations in ba, tok or sp",
-            ) from None
+            )
+            errors_first([str(problem)])
+            raise RunStopped([problem]) from None
         errors, warnings = check.errors, check.warnings
         if not errors and ssr == 1.0:
             more_errors, more_warnings = self._run_lr(max_duration, dataloader_len)
             errors, warnings = more_errors, [*warnings, *more_warnings]
         if errors:
             errors_first([str(problem) for problem in errors])
-            raise ConfigError(errors)
+            raise RunStopped(errors)
         for warning in warnings:
             warn_once(str(warning))
         self._key, self._resolved = key, check.resolved

@@ -130,3 +130,11 @@ def test_count_collectives_attributes_calls_to_events(bench, monkeypatch: pytest
             # tries here, never in 1000 after a barrier (tests/support/multirank.py: write_sharded_checkpoint says more)
             tdist.barrier()
             tdist.destroy_process_group()
+
+
+def test_lr_pipeline_quick(bench, capsys: pytest.CaptureFixture[str]) -> None:
+    module = bench("bench_lr_pipeline")
+    assert module.main(["--batches", "3000", "--repeat", "1"]) == 0  # exits if the two ways differ by one bit
+    out = capsys.readouterr().out
+    for label in module.SCHEDULES:
+        assert f"| {label} |" in out

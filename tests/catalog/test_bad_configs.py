@@ -339,6 +339,22 @@ BAD: dict[str, tuple[dict[str, Any], str, str]] = {
     ),
     "callback-not-mapping": ({"callbacks": {"lr_monitor": 3}}, "callbacks.lr_monitor", "expected a mapping"),
     "callbacks-list": ({"callbacks": ["lr_monitor"]}, "callbacks", "expected a mapping"),
+    # issue 34: known from the YAML, refused before the model is built (the callback found them at BEFORE_LOAD, or
+    # only when a partial checkpoint had to be moved)
+    "guard-quarantine-like-latest": (
+        {"save_folder": "runs/x", "callbacks": {"checkpoint_guard": {"quarantine_folder": "latest-rank0.pt"}}},
+        "callbacks.checkpoint_guard.quarantine_folder",
+        "named like a checkpoint file",
+    ),
+    "guard-compressed-save_filename": (
+        {
+            "save_folder": "runs/x",
+            "save_filename": "ep{epoch}-ba{batch}-rank{rank}.pt.lz4",
+            "callbacks": {"checkpoint_guard": {}},
+        },
+        "save_filename",
+        "is compressed or a tar archive",
+    ),
 }
 
 # Valid configs, which must pass (Composer defaults, llm-foundry defaults, units Composer converts).

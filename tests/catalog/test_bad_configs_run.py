@@ -54,7 +54,12 @@ MINIMAL: dict[str, dict[str, Any]] = {
 
 
 def _sched(name: str, **changes: Any) -> dict[str, Any]:
-    return {"scheduler": {"name": name, **MINIMAL[name], **changes}}
+    block = {"name": name, **MINIMAL[name], **changes}
+    return {"scheduler": {k: v for k, v in block.items() if v is not None}}
+
+
+def _guard(**keys: Any) -> dict[str, Any]:
+    return {"callbacks": {"lr_monitor": {}, "checkpoint_guard": keys}}
 
 
 def _is(annotation: Any, word: str) -> bool:
@@ -99,7 +104,9 @@ BAD: dict[str, tuple[dict[str, Any], str]] = {
     "constant_with_warmup-t_max-10ba": (_sched("constant_with_warmup", t_max="10ba"), "scheduler.t_max"),
     "constant_with_warmup-tok": (_sched("constant_with_warmup", t_warmup="512tok"), "scheduler"),
     "inv_sqrt-t_max-tok": (_sched("inv_sqrt_with_warmup", t_max="20480tok"), "scheduler"),
-    "wsd-ends-at-half": (_sched("warmup_stable_decay", t_warmup="0ba", t_decay="0.25dur", t_max="0.5dur"), "scheduler"),
+    # issue 34: the t_max warning says why the LR is 0 for half the run (it was the zero-LR warning, naming scheduler)
+    "wsd-ends-at-half": (_sched("warmup_stable_decay", t_warmup="0ba", t_decay="0.25dur", t_max="0.5dur"),
+                         "scheduler.t_max"),
     "plateau-base-zero": (_sched("reduce_lr_on_plateau", base={"name": "step", "step_size": "0.001dur"}),
                           "scheduler.base.step_size"),
     "plateau-check-0": (_sched("reduce_lr_on_plateau", monitor="loss/train/total", check_interval="0.001dur"),
@@ -148,6 +155,38 @@ BAD: dict[str, tuple[dict[str, Any], str]] = {
     "guard-unknown": ({"callbacks": {"checkpoint_guard": {"quarantine": "q"}}},
                       "callbacks.checkpoint_guard.quarantine"),
     "guard-not-mapping": ({"callbacks": {"checkpoint_guard": [1]}}, "callbacks.checkpoint_guard"),
+    # -- issue 34: the corpus's last cases ---------------------------------------------------------------------
+    **{
+        f"guard-quarantine-named-{tag}": ({"save_folder": "runs/x", **_guard(quarantine_folder=name)},
+                                          "callbacks.checkpoint_guard.quarantine_folder")
+        for tag, name in [("latest", "latest-rank0.pt"), ("checkpoint", "ep0-ba10-rank0.pt"),
+                          ("nested", "ep0-ba10-rank0.pt/q"), ("pt", "old.pt")]
+    },
+    "guard-quarantine-named-custom": ({"save_folder": "runs/x", "save_filename": "step{batch}.ckpt",
+                                       **_guard(quarantine_folder="step3.ckpt")},
+                                      "callbacks.checkpoint_guard.quarantine_folder"),
+    **{
+        f"guard-save_filename-{suffix}": ({"save_folder": "runs/x",
+                                           "save_filename": f"ba{{batch}}-rank{{rank}}.pt.{suffix}", **_guard()},
+                                          "save_filename")
+        for suffix in ("lz4", "gz", "tar", "zst")
+    },
+    "guard-without-save_folder": (_guard(), "callbacks.checkpoint_guard"),
+    "plateau-min_lr-text": (_sched("reduce_lr_on_plateau", min_lr="abc"), "scheduler.min_lr"),
+    "wsd-t_max-before-end": (_sched("warmup_stable_decay", t_max="30ba", t_decay="5ba", alpha_f=0.1),
+                             "scheduler.t_max"),
+    "power-t_max-before-end": (_sched("power", t_max="0.5dur", alpha_f=0.0), "scheduler.t_max"),
+    "plateau-base-wsd-t_max-before-end": (_sched("reduce_lr_on_plateau", base={"name": "warmup_stable_decay",
+                                                                                "t_max": "20ba", "alpha_f": 0.1}),
+                                          "scheduler.base.t_max"),
+    "exponential-gamma-above-1": (_sched("exponential", gamma=1.01, decay_period="10ba"), "scheduler.gamma"),
+    "torch-exponentiallr-gamma-above-1": (_sched("torch_lr_scheduler", type="ExponentialLR", step_size=None,
+                                                 gamma=1.001), "scheduler.gamma"),
+    "plateau-mode-max-on-eval-loss": (_sched("reduce_lr_on_plateau", mode="max"), "scheduler.mode"),
+    "plateau-mode-max-on-train-loss": (_sched("reduce_lr_on_plateau", mode="max", monitor="loss/train/total",
+                                              check_interval="10ba"), "scheduler.mode"),
+    "plateau-mode-min-on-accuracy": (_sched("reduce_lr_on_plateau", monitor="metrics/eval/TokenAccuracy"),
+                                     "scheduler.mode"),
     "plateau-callback-without-scheduler": ({"callbacks": {"reduce_lr_on_plateau": {}}},
                                            "callbacks.reduce_lr_on_plateau"),
     "lr_monitor-key": ({"callbacks": {"lr_monitor": {"every": 1}}}, "callbacks.lr_monitor.every"),
@@ -198,8 +237,14 @@ GOOD: dict[str, dict[str, Any]] = {
     "plateau-min_lr-list": _sched("reduce_lr_on_plateau", min_lr=[0.0]),
     "optimizer-lr-large": {"optimizer": {"name": "decoupled_adamw", "lr": 10.0}},
     "optimizer-lr-int": {"optimizer": {"name": "decoupled_adamw", "lr": 1}},
-    "guard-nested-quarantine": {"callbacks": {"checkpoint_guard": {"quarantine_folder": "broken/partial"}}},
-    "guard-fast-heartbeat": {"callbacks": {"checkpoint_guard": {"stale_after": 3, "heartbeat_interval": 0.5}}},
+    "guard-nested-quarantine": {"save_folder": "runs/x", **_guard(quarantine_folder="broken/partial")},
+    "guard-fast-heartbeat": {"save_folder": "runs/x", **_guard(stale_after=3, heartbeat_interval=0.5)},
+    "guard-quarantine-like-a-name": {"save_folder": "runs/x", **_guard(quarantine_folder="pt-quarantine")},
+    "guard-save_filename-plain": {"save_folder": "runs/x", "save_filename": "ba{batch}-rank{rank}.pt", **_guard()},
+    "wsd-t_max-at-end": _sched("warmup_stable_decay", t_max="40ba"),
+    "wsd-t_max-after-end": _sched("warmup_stable_decay", t_max="60ba", alpha_f=0.1),
+    "exponential-gamma-below-1": _sched("exponential", gamma=0.999, decay_period="1ba"),
+    "plateau-mode-max-on-accuracy": _sched("reduce_lr_on_plateau", mode="max", monitor="metrics/eval/TokenAccuracy"),
 }  # fmt: skip
 
 PYTHON_TEXT = re.compile(
@@ -246,3 +291,69 @@ def test_valid_unusual_config_passes(case: str, tmp_path: Path, capsys: pytest.C
     out, err = capsys.readouterr()
     assert rc == 0, err
     assert out.splitlines()[-1].startswith("OK: ")
+
+
+ONE_LINE = ["plateau-min_lr-text", "wsd-t_max-before-end", "power-t_max-before-end", "exponential-gamma-above-1",
+            "plateau-mode-max-on-eval-loss", "guard-without-save_folder", "guard-quarantine-named-latest",
+            "guard-save_filename-lz4"]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", ONE_LINE)
+def test_one_mistake_is_one_line(case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 34's cases: one line each (a string min_lr was two, one per member of ``float | list[float]``)."""
+    changes, field = BAD[case]
+    config = _config(tmp_path, changes)
+    assert main(["validate", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1, err
+    assert field in err
+
+
+def test_min_lr_text_names_both_forms(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = _config(tmp_path, BAD["plateau-min_lr-text"][0])
+    assert main(["validate", str(config)]) == 2
+    assert capsys.readouterr().err == (
+        f"{config}: scheduler.min_lr: 'abc' (str) is not a number or a list; expected a number or a list of numbers\n"
+    )
+
+
+def test_t_max_before_the_end_says_what_the_tail_trains_at(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = _config(tmp_path, BAD["wsd-t_max-before-end"][0])
+    assert main(["validate", str(config)]) == 2
+    assert capsys.readouterr().err == (
+        f"{config}: warning: scheduler.t_max: 30ba (30 batches) ends before max_duration=40ba (40 batches): the last "
+        "10 batches train at alpha_f (0.1); set t_max: 1dur, or shorten the run\n"
+    )
+
+
+@pytest.mark.parametrize("option", ["--world-size", "--batches-per-epoch", "--tokens-per-batch", "--samples-per-batch"])
+@pytest.mark.parametrize("value", ["0", "-1", "x"])
+def test_clock_options_below_one_are_refused(
+    option: str, value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = _config(tmp_path, {})
+    with pytest.raises(SystemExit) as stopped:
+        main(["validate", str(config), f"{option}={value}"])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {option}: '{value}' is not" in err and "expected an integer >= 1" in err
+    assert not PYTHON_TEXT.search(err), err
+
+
+@pytest.mark.parametrize("shape", ["mapping", "list"])
+def test_yaml_nested_hundreds_deep_is_named_by_key_and_line(
+    shape: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = _config(tmp_path, {})
+    text = config.read_text()
+    line = len(text.splitlines()) + 1
+    if shape == "mapping":
+        deep = "deep_key:\n" + "".join("  " * i + f"k{i}:\n" for i in range(1, 400)) + "  " * 400 + "v: 1\n"
+        line += 100  # the line of the 101st level
+    else:
+        deep = "deep_key: " + "[" * 500 + "]" * 500 + "\n"
+    config.write_text(text + deep)
+    assert main(["validate", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert f"invalid YAML: values nested too deep under 'deep_key' (line {line})" in err, err
+    assert len(err.splitlines()) == 1 and not PYTHON_TEXT.search(err), err

@@ -56,6 +56,12 @@ def test_the_package_keeps_every_contract(tmp_path: Path) -> None:
         # torch at the top of a module that `foundry-ext schedulers` imports
         ("foundry_ext.schedules.base", "import torch", "import neither torch",
          "foundry_ext.cli.schedulers is not allowed to import torch"),
+        # a command's module importing another's: the shared work belongs in a tool
+        ("foundry_ext.cli.validate", "import foundry_ext.cli.plot", "imports no other command's",
+         "foundry_ext.cli.validate is not allowed to import foundry_ext.cli.plot"),
+        # torch in the law's maths, even in a function body
+        ("foundry_ext.law.multipower", "def _f():\n    import torch", "the law's maths import neither",
+         "foundry_ext.law.multipower is not allowed to import torch"),
     ],
 )  # fmt: skip
 def test_an_import_against_the_layers_breaks_a_contract(

@@ -119,7 +119,7 @@ CASES: dict[str, tuple[dict[str, Any], str, str, str]] = {
     ),
     "wsd-ends-at-half-the-run": (
         {"scheduler": {"name": "warmup_stable_decay", "t_warmup": "0ba", "t_decay": "0.25dur", "t_max": "0.5dur"}},
-        "scheduler", "the LR is exactly 0 for", "warning",
+        "scheduler.t_max", "the last 20 batches train at alpha_f (0)", "warning",  # issue 34: says why the LR is 0
     ),
 }  # fmt: skip
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from foundry_ext.cli import main
 from foundry_ext.demo_data import (
@@ -23,6 +25,7 @@ from foundry_ext.demo_data import (
     write_demo_data,
 )
 from foundry_ext.streaming_cleanup import streaming_cleanup
+from tests.support.launcher import REPO
 
 
 def _files(root: Path) -> dict[str, bytes]:
@@ -89,8 +92,26 @@ def test_previous_output_is_reused_and_says_so(tmp_path: Path, capsys: pytest.Ca
     assert "wrote demo data" in capsys.readouterr().out
     before = {p: p.stat().st_mtime_ns for p in target.rglob("*")}
     assert main(["demo-data", str(target)]) == 0
-    assert "already there" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"demo data is already in the folder {target}/ ({target}, seed 17); reusing it" in out
+    assert f"the example YAMLs read ./demo-data: train on this folder with variables.data_local={target}" in out
     assert {p: p.stat().st_mtime_ns for p in target.rglob("*")} == before
+
+
+def test_without_dir_it_is_the_folder_the_yamls_read(
+    demo_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``foundry-ext demo-data`` alone uses ./demo-data, the yamls' ``variables.data_local``; no folder named DIR."""
+    shutil.copytree(demo_data, tmp_path / "demo-data")
+    monkeypatch.chdir(tmp_path)
+    assert main(["demo-data"]) == 0
+    out = capsys.readouterr().out
+    assert out == f"demo data is already in the folder demo-data/ ({tmp_path / 'demo-data'}, seed 17); reusing it\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["demo-data"]
+    assert main(["demo-data", "./demo-data/"]) == 0
+    assert "already in the folder demo-data/ (" in capsys.readouterr().out
+    local = yaml.safe_load((REPO / "yamls" / "tiny-wsd.yaml").read_text())["variables"]["data_local"]
+    assert local == "./demo-data"
 
 
 def test_other_seed_replaces_a_previous_output(tmp_path: Path) -> None:

@@ -37,3 +37,17 @@ def test_bench_law_tiny_reports_the_recorded_runs(capsys: pytest.CaptureFixture[
     assert "| wsd linear 20% | 1.2877 | 0.0017 | 1.2296 | 0.0581 | 0.0721 |" in out, out
     assert "equal: False" in out
     assert "law's best: grid: 0.1dur linear (measured 1.2913); grid's best: grid: 0.4dur linear (1.2862)" in out
+
+
+def test_bench_law_reliability_reports_the_recorded_fits(capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/law.md's verdict and band calibration come from bench/data/law-reliability.json, re-reported here."""
+    bench = _bench("bench_law_reliability")
+    assert bench.main(["--from-json", str(BENCH / "data" / "law-reliability.json")]) == 0
+    out = capsys.readouterr().out
+    assert "174 three-run fits (87 to choose, 87 to confirm)" in out
+    assert "thresholds chosen: good_train 0.0015, good_held_out 0.008, poor_train 0.004, poor_held_out 0.01" in out
+    assert "band chosen: k 1, c 0.01" in out
+    assert "| confirm | 25M | 42 | 98% | 1 | 39/3/0 | 38/4/0 | 82% of 252 | 0.44% |" in out
+    assert "| confirm | tiny | 45 | 100% | 0 | 0/0/45 | 0/0/45 | 87% of 495 | 3.52% |" in out
+    # what the package ships is what was chosen
+    assert "on the confirm half verdict = truth 99%, false good 1, band coverage 85% of 747" in out

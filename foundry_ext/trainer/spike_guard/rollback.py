@@ -1,0 +1,107 @@
+"""The continuation of a run the guard stopped: which checkpoint, which folder, which data to skip (no Composer).
+
+PaLM's recipe: restart from a checkpoint before the spike and skip the data batches around it. Composer refuses to
+resume into a folder holding checkpoints later than the resumed batch, so the continuation gets its own
+``save_folder`` and ``run_name``; it starts from ``load_path`` and, with ``autoresume``, restarts from its own
+checkpoints after a kill. Nothing of the stopped run is moved or rewritten.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+__all__ = ["Continuation", "checkpoint_before", "continuation"]
+
+_BATCH = re.compile(r"ba(\d+)")
+
+
+@dataclass(frozen=True)
+class Continuation:
+    """What the continuation does: load ``load_path`` (at batch ``at_batch``), skip ``skip`` data batches there."""
+
+    load_path: str
+    at_batch: int
+    skip: int
+    save_folder: str
+    run_name: str
+
+    def overrides(self) -> dict[str, object]:
+        """The keys that change in the train YAML."""
+        return {
+            "load_path": self.load_path,
+            "save_folder": self.save_folder,
+            "run_name": self.run_name,
+            "autoresume": True,
+            "callbacks": {"spike_guard": {"skip_data": {"at_batch": self.at_batch, "batches": self.skip}}},
+        }
+
+    def command_args(self) -> str:
+        """The same as ``key=value`` arguments of ``composer train.py YAML ...`` (OmegaConf's dot list)."""
+        return (
+            f"load_path={self.load_path} save_folder={self.save_folder} run_name={self.run_name} autoresume=true "
+            f"callbacks.spike_guard.skip_data.at_batch={self.at_batch} "
+            f"callbacks.spike_guard.skip_data.batches={self.skip}"
+        )
+
+    def write(self, path: Path, why: str) -> None:
+        text = yaml.safe_dump(self.overrides(), sort_keys=False)
+        header = (
+            f"# spike_guard rollback: {why}\n"
+            "# merge into the run's train YAML, or pass as arguments:\n"
+            f"#   composer train.py YOUR.yaml {self.command_args()}\n"
+        )
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(header + text)
+
+
+def checkpoint_before(checkpoints: dict[str, int], first_skip: int) -> tuple[str, int] | None:
+    """The newest checkpoint (path -> its batch) written before batch ``first_skip`` (0-indexed) was trained on."""
+    older = [(batch, path) for path, batch in checkpoints.items() if batch <= first_skip]
+    if not older:
+        return None
+    batch, path = max(older)
+    return path, batch
+
+
+def folder_checkpoints(folder: Path) -> dict[str, int]:
+    """Rank 0's checkpoint files in ``folder`` (Composer's default ``ep{epoch}-ba{batch}-rank{rank}.pt``) -> batch."""
+    found: dict[str, int] = {}
+    if not folder.is_dir():
+        return found
+    for path in folder.iterdir():
+        match = _BATCH.search(path.name)
+        if match and "rank0" in path.name and not path.is_symlink():
+            found[str(path.resolve())] = int(match.group(1))
+    return found
+
+
+def continuation(
+    checkpoints: dict[str, int],
+    first_skip: int,
+    last_batch: int,
+    skip_batches: int,
+    save_folder: str,
+    run_name: str,
+    new_folder: str | None,
+) -> Continuation | None:
+    """The continuation, or ``None`` when no checkpoint precedes the first skip.
+
+    The data batches skipped are those the stopped run read since the checkpoint (``at_batch .. last_batch``)
+    and ``skip_batches`` more.
+    """
+    found = checkpoint_before(checkpoints, first_skip)
+    if found is None:
+        return None
+    path, at_batch = found
+    suffix = f"-rollback-ba{at_batch}"
+    return Continuation(
+        load_path=path,
+        at_batch=at_batch,
+        skip=last_batch + 1 - at_batch + skip_batches,
+        save_folder=new_folder or save_folder.rstrip("/") + suffix,
+        run_name=run_name + suffix,
+    )
