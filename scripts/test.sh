@@ -1,8 +1,16 @@
 #!/usr/bin/env bash
 # Set up .venv, write the demo data the tests train on, lint, then run the whole test suite (slow tests included).
-# Extra arguments go to pytest, e.g. `bash scripts/test.sh -k wsd -x`.
+# `--quick` first: the quick tier, `-m 'not slow'` (no launcher, no training docs block, nothing measured over 2.5 s;
+# every module of the package still reached: tests/test_tiers.py). Extra arguments go to pytest, e.g.
+# `bash scripts/test.sh -k wsd -x`, `bash scripts/test.sh --quick -x`.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+tier=()
+if [ "${1:-}" = "--quick" ]; then
+    shift
+    tier=(-m "not slow")
+fi
 
 bash scripts/setup.sh
 # tests reuse ./demo-data (tests/conftest.py: demo_data); its marker is written last, so present = complete
@@ -12,7 +20,7 @@ bash scripts/setup.sh
 .venv/bin/lint-imports
 
 status=0
-.venv/bin/python -m pytest "$@" || status=$?
+.venv/bin/python -m pytest "${tier[@]}" "$@" || status=$?
 if [ "$status" -eq 5 ]; then
     echo "test.sh: pytest collected no tests: that is a failure" >&2
     exit 1

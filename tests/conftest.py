@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import json
+import re
 import resource
 from pathlib import Path
 
@@ -28,6 +30,49 @@ def pytest_configure(config: pytest.Config) -> None:
     if soft != resource.RLIM_INFINITY and soft < target:
         with contextlib.suppress(ValueError, OSError):  # a smaller limit stays, and test.sh reports it on failure
             resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+
+
+# Markers that say why a test is heavy; each implies ``slow``, which the quick tier (``scripts/test.sh --quick``,
+# ``-m 'not slow'``) deselects. Registered in pyproject.toml [tool.pytest.ini_options] markers.
+HEAVY = ("launcher", "docs_training")
+# A docs block that trains, runs an LR range test or a benchmark: the ``docs_training`` marker, found from its text.
+# Test functions measured over 2.5 s (tests/support/durations.py writes the file from a JUnit report): slow too.
+MEASURED = json.loads((REPO / "tests" / "durations.json").read_text())
+DOCS_TRAINING = re.compile(r"\bcomposer\b|lr-find|lr_find\(|scripts/demo\.sh|bench/bench_\w+\.py|train_from_yaml")
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects: the markers added here count
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark what is heavy from what a test uses, so that no heavy test depends on someone remembering a decorator.
+
+    * a test using the ``run_composer`` fixture (directly or through its fixtures) runs the real launcher: ``launcher``;
+    * a docs block (a Sybil item) whose text runs the launcher, an LR range test, the demo or a benchmark:
+      ``docs_training``;
+    * every test marked ``launcher`` or ``docs_training``, and every test function listed in
+      ``tests/durations.json`` (measured over 2.5 s): ``slow``.
+    """
+    del config  # unused
+    previous: pytest.Item | None = None
+    for item in items:
+        skipped = _skip_next(previous)  # a block under `skip: next` is never run: not heavy (and Sybil's skip state
+        previous = item  # breaks if the directive runs without the block it skips)
+        function = getattr(item, "originalname", None)
+        if function is not None and f"{item.path.relative_to(REPO).as_posix()}::{function}" in MEASURED:
+            item.add_marker(pytest.mark.slow)
+        if "run_composer" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.launcher)
+        example = getattr(item, "example", None)
+        if example is not None and not skipped and DOCS_TRAINING.search(str(example.parsed)):
+            item.add_marker(pytest.mark.docs_training)
+        if any(item.get_closest_marker(name) for name in HEAVY) and not item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.slow)
+
+
+def _skip_next(item: pytest.Item | None) -> bool:
+    """Whether ``item`` is a Sybil ``<!-- skip: next ... -->`` directive."""
+    example = getattr(item, "example", None)
+    parsed = getattr(example, "parsed", None)
+    return isinstance(parsed, tuple) and len(parsed) == 2 and parsed[0] == "next"
 
 
 @pytest.fixture(scope="session")

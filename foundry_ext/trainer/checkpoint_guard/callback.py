@@ -19,6 +19,7 @@ from foundry_ext.config.base import build
 from foundry_ext.config.errors import ConfigError
 from foundry_ext.trainer.checkpoint_guard.owner import FolderBusy, FolderUnwritable, Ownership
 from foundry_ext.trainer.checkpoint_guard.recovery import Layout, apply, plan
+from foundry_ext.trainer.clean_exit import exit_run
 
 __all__ = ["CheckpointGuard"]
 
@@ -82,7 +83,7 @@ class CheckpointGuard(Callback):
             if dist.get_global_rank() == 0:
                 print(f"{FIELD}: error: {payload[0]}", file=sys.stderr, flush=True)
             self._release()
-            raise SystemExit(2)
+            exit_run(2)  # not a bare SystemExit: see foundry_ext.trainer.clean_exit
         if error is not None:
             self._release()
             raise error
@@ -114,7 +115,7 @@ class CheckpointGuard(Callback):
         owner = Ownership(folder, state.run_name, self.config.stale_after, self.config.heartbeat_interval)
         takeover = owner.acquire()
         self._owner = owner
-        atexit.register(self._release)  # a run ended by SystemExit (exit_if_finished) or an error frees the folder
+        atexit.register(self._release)  # a run ended by exit_run / SystemExit or an error frees the folder
         if takeover:
             log.warning(takeover)
         owner.start_heartbeat()
@@ -144,7 +145,7 @@ class CheckpointGuard(Callback):
             max_duration,
             FIELD,
         )
-        raise SystemExit(0)
+        exit_run(0)  # SystemExit(0), and on a launched rank no interpreter finalisation (trainer/clean_exit.py)
 
     def _repair(self, state: State) -> tuple[str | None, str | None, list[str]]:
         layout = self._layout(state)

@@ -1,0 +1,165 @@
+"""Early exits end every rank with the intended status: a finished run relaunched 20 times, and the abort's cause.
+
+A CI run of the suite once saw the relaunch of a finished 2-rank run print the guard's "this run has finished
+training" on both ranks, then rank 1 abort (``terminate called without an active exception``, exit -6) and the
+launcher exit 241. The cause (:mod:`foundry_ext.trainer.clean_exit`): a gloo worker thread waiting for the GIL when the
+interpreter is finalised is ended with ``pthread_exit`` inside a ``noexcept`` C++ destructor. Here:
+
+* :func:`test_exit_run_runs_the_exit_handlers_then_ends_without_finalisation`: what ``exit_run`` does, quick (no
+  torch): on a launched rank, the exit handlers run and finalisation does not, with the status given;
+
+* :func:`test_a_gloo_thread_waiting_for_the_gil_at_finalisation_aborts_a_plain_exit`: the abort reproduced on every
+  run, with torch alone (two processes, a gloo process group): ``sys.exit(0)`` aborts, ``exit_run(0)`` exits 0;
+* :func:`test_the_finished_run_relaunch_exits_0_every_time`: the real case, ``composer -n 2 train.py`` on a finished
+  run (yamls/tiny-resume.yaml, 2 batches), relaunched 20 times: every
+  launch exits 0 with both ranks' finished line, the folder's owner record removed (the ``atexit`` handlers ran before
+  ``os._exit``), the checkpoint untouched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from foundry_ext.trainer import clean_exit
+from foundry_ext.trainer.checkpoint_guard.owner import OWNER_FILE
+from tests.support.launcher import REPO
+from tests.support.multirank import free_port, launch, lost_shm_race
+
+RANK_SCRIPT = REPO / "tests" / "support" / "gil_at_exit.py"
+RELAUNCHES = 20
+FINISHED = "this run has finished training; exiting with status 0"
+ABORT = "terminate called without an active exception"
+LAST = "ep0-ba2-rank0.pt"
+
+
+# Exits 0 after the other exit handlers, without finalisation (a global's __del__ would print "finalised"), on a
+# launched rank; elsewhere (a test, a notebook) it is a plain SystemExit and the process ends its own way.
+EXIT_SCRIPT = """
+import atexit, sys
+class Final:
+    def __del__(self): print("finalised", flush=True)
+keep = Final()
+atexit.register(print, "handler ran")
+from foundry_ext.trainer.clean_exit import exit_run
+try:
+    exit_run(5)
+except SystemExit as e:
+    print("caught", e.code, flush=True)
+exit_run(3)
+"""
+
+
+@pytest.mark.parametrize(
+    ("launched", "lines"), [(True, ["caught 5", "handler ran"]), (False, ["caught 5", "handler ran", "finalised"])]
+)
+def test_exit_run_runs_the_exit_handlers_then_ends_without_finalisation(launched: bool, lines: list[str]) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("MASTER_ADDR", "RANK")}
+    if launched:
+        env.update(MASTER_ADDR="127.0.0.1", RANK="1")
+    with pytest.MonkeyPatch.context() as patch:  # what the child decides from
+        patch.setattr(os, "environ", env)
+        assert clean_exit.launched() is launched
+    done = subprocess.run(
+        [sys.executable, "-c", EXIT_SCRIPT], env={**env, "PYTHONPATH": str(REPO)}, capture_output=True, text=True
+    )
+    assert done.stdout.splitlines() == lines, done.stdout + done.stderr
+    assert done.returncode == 3  # the last call's status (the first one was caught)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("how", "status"), [("raise", -signal.SIGABRT), ("exit_run", 0)])
+def test_a_gloo_thread_waiting_for_the_gil_at_finalisation_aborts_a_plain_exit(
+    how: str, status: int, tmp_path: Path
+) -> None:
+    env = {
+        **os.environ,
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(free_port()),
+        "GO_FILE": str(tmp_path / "go"),
+        "EXIT": how,
+        "PYTHONPATH": str(REPO),
+        "OMP_NUM_THREADS": "1",
+    }
+    ranks = [
+        subprocess.Popen(
+            [sys.executable, str(RANK_SCRIPT)],
+            env={**env, "RANK": str(rank)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for rank in (0, 1)
+    ]
+    try:
+        out, _ = ranks[1].communicate(timeout=240)
+    finally:
+        ranks[0].kill()  # it lingers so that rank 1 never sees its peer gone first
+        ranks[0].communicate()
+    assert "rank 1: exiting" in out, out  # it got as far as the exit
+    assert (tmp_path / "go").exists(), out  # and rank 0 was told to join while the GIL was held
+    assert ranks[1].returncode == status, out
+    assert (ABORT in out) == (how == "raise"), out
+
+
+@pytest.fixture(scope="module")
+def finished_run(demo_data: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    """A 2-rank run of yamls/tiny-resume.yaml trained to its end (2 batches, one checkpoint): folder and overrides."""
+    run_dir = tmp_path_factory.mktemp("finished")
+    overrides = [
+        f"variables.data_local={demo_data}",
+        f"save_folder={run_dir}/checkpoints",
+        "max_duration=2ba",
+        "save_interval=2ba",
+        "eval_interval=2ba",
+        "autoresume=true",
+        "save_overwrite=false",
+        "callbacks.checkpoint_guard={}",
+    ]
+    if _launch(run_dir, overrides, "first") is None:
+        _launch(run_dir, overrides, "first again")
+    assert (run_dir / "checkpoints" / LAST).is_file()
+    return run_dir, overrides
+
+
+@pytest.mark.launcher  # implies slow
+@pytest.mark.timeout(3600)  # 20 launches: ~15 s each on an idle 2-core machine, ~55 s on a loaded one
+def test_the_finished_run_relaunch_exits_0_every_time(finished_run: tuple[Path, list[str]]) -> None:
+    run_dir, overrides = finished_run
+    checkpoint = run_dir / "checkpoints" / LAST
+    sha = hashlib.sha256(checkpoint.read_bytes()).hexdigest()
+    for attempt in range(1, RELAUNCHES + 1):
+        output = _launch(run_dir, overrides, f"relaunch {attempt}")
+        if output is None:  # another job on this machine took the same /dev/shm name: not this test's question
+            output = _launch(run_dir, overrides, f"relaunch {attempt} again")
+        assert output is not None
+        assert FINISHED in output, f"relaunch {attempt}: no finished line:\n{output[-3000:]}"
+        for rank in (0, 1):  # the launcher shows rank 0 only; train.py keeps each rank's console in a log
+            log = (run_dir / f"train-rank{rank}.log").read_text()
+            assert FINISHED in log, f"relaunch {attempt}: rank {rank} did not stop at the guard:\n{log[-3000:]}"
+        assert ABORT not in output, output[-3000:]
+        assert not (run_dir / "checkpoints" / OWNER_FILE).exists(), f"relaunch {attempt}: the folder was not released"
+    assert hashlib.sha256(checkpoint.read_bytes()).hexdigest() == sha
+
+
+def _launch(run_dir: Path, overrides: list[str], what: str) -> str | None:
+    """Launch; the launcher's output, or None when the launch lost the /dev/shm name race before training."""
+    log = run_dir / f"{what.replace(' ', '-')}.log"
+    proc = launch(REPO / "yamls" / "tiny-resume.yaml", overrides, nproc=2, log=log)
+    try:
+        status = proc.wait(timeout=300)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        pytest.fail(f"{what}: over 300 s:\n{log.read_text()[-3000:]}")
+    output = log.read_text()
+    if status != 0 and lost_shm_race(output):
+        return None
+    assert status == 0, f"{what}: the launcher exited {status}:\n{output[-3000:]}"
+    return output
