@@ -29,13 +29,13 @@ def load_torch_file(f: IO[bytes], size: int, origin: str) -> Any:
         CheckpointError: Not a torch file, or refused by the pickle walk or the allow-listed load.
     """
     fmt = sniff(f, size, origin)
+    check_pickles(f, fmt, origin)  # bounded: a file that is no torch file is named as such, whatever its size
     if fmt == "legacy" and size > MAX_LEGACY_BYTES:
         raise CheckpointError(
             f"{origin} is a legacy-format (not zip) torch file of {size} bytes: torch reads every storage of that "
             f"format into memory, and more than {MAX_LEGACY_BYTES // 2**20} MiB is refused; re-save it with "
             "torch.save (the zip format, torch >= 1.6)"
         )
-    check_pickles(f, fmt, origin)
     f.seek(0)
     from foundry_ext.checkpoint.load import torch_load  # imports torch: the bytes have passed every check before it
 

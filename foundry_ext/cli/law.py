@@ -128,15 +128,22 @@ def _fit(args: argparse.Namespace) -> int:
 
 
 def _read_law(path: str):
-    """The LAW.json, and its one-line notes: not checked (an older file), a hand-edited verdict, not good."""
-    import sys
-
+    """The LAW.json; its notes are printed by :func:`_law_notes` once the other inputs have passed."""
     from foundry_ext.law.lawfile import LawFileError, read_law_file
 
     try:
-        law = read_law_file(path)
+        return read_law_file(path)
     except LawFileError as e:
         raise UsageError(str(e)) from None
+
+
+def _law_notes(law, path: str) -> None:
+    """One line on how far the law is to be trusted: not checked (an older file), a hand-edited verdict, not good.
+
+    Printed after every input was read, so that a bad input is still answered by its one error line alone.
+    """
+    import sys
+
     if law.edited:
         print(f"warning: {law.edited}", file=sys.stderr)
     elif law.verdict is None:
@@ -144,7 +151,6 @@ def _read_law(path: str):
               "fit again for them", file=sys.stderr)  # fmt: skip
     elif law.verdict != "good":
         print(f"warning: this law's verdict is {law.verdict}: {law.reason}", file=sys.stderr)
-    return law
 
 
 def _warn(lines: list[str], strict: bool) -> None:
@@ -242,6 +248,7 @@ def _predict(args: argparse.Namespace) -> int:
         raise UsageError("give CONFIG.yaml (a train YAML) or --trace RUN.csv")
     if not np.any(lr > 0):
         raise UsageError(f"{source}: the LR is 0 at every batch (optimizer.lr 0?): the law needs a positive LR")
+    _law_notes(law, args.law)
     _warn(extrapolation(law.domain, lr), args.strict)
     started = time.perf_counter()
     first = int(np.argmax(lr > 0)) + 1  # no loss before the first batch with a positive LR (the law's area is 0)
@@ -344,6 +351,7 @@ def _tune(args: argparse.Namespace) -> int:
         raise UsageError(str(e)) from None
     except ConfigError as e:
         raise UsageError("; ".join(map(str, e.problems))) from None
+    _law_notes(law, args.law)
     warned = sorted({w for c in rows for w in (c.warnings or [])})
     _warn(warned, args.strict)
     print(f"{len(rows)} {kind} predicted in {time.perf_counter() - started:.2f}s ({law.form} law), best first:")
