@@ -8,6 +8,7 @@ tracking server (``http://host:5000``). A metric logged twice at one step keeps 
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -87,6 +88,11 @@ class _Run:
         bounded = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1", "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}
         added = [k for k in bounded if k not in os.environ]
         os.environ.update({k: bounded[k] for k in added})
+        # urllib3 logs each retry as a warning: with logging configured (Composer, llm-foundry and notebooks do) a
+        # server that does not answer would print its lines before the one error line that names it
+        retries = logging.getLogger("urllib3.connectionpool")
+        level = retries.level
+        retries.setLevel(logging.ERROR)
         try:
             return fn()
         except RunLogError:
@@ -94,6 +100,7 @@ class _Run:
         except Exception as e:  # MLflow's stores raise many kinds (MlflowException, ValueError, OSError, ...)
             raise RunLogError(f"{self.where}: MLflow {doing}: {_one_line(e)}") from None
         finally:
+            retries.setLevel(level)
             for k in added:
                 os.environ.pop(k, None)
 
