@@ -38,7 +38,10 @@ HEAVY = ("launcher", "docs_training")
 # A docs block that trains, runs an LR range test or a benchmark: the ``docs_training`` marker, found from its text.
 # Test functions measured over 2.5 s (tests/support/durations.py writes the file from a JUnit report): slow too.
 MEASURED = json.loads((REPO / "tests" / "durations.json").read_text())
-DOCS_TRAINING = re.compile(r"\bcomposer\b|lr-find|lr_find\(|scripts/demo\.sh|bench/bench_\w+\.py|train_from_yaml|\bruns/")
+# (or reads what training wrote under runs/)
+DOCS_TRAINING = re.compile(
+    r"\bcomposer\b|lr-find|lr_find\(|scripts/demo\.sh|bench/bench_\w+\.py|train_from_yaml|\bruns/"
+)
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects: the markers added here count
