@@ -14,7 +14,7 @@ from composer.core import Callback, State
 from composer.loggers import Logger
 from composer.utils import dist
 
-from foundry_ext.catalog.callbacks import FIELD, CheckpointGuardConfig
+from foundry_ext.catalog.callbacks import FIELD, UNCHECKED_SUFFIXES, CheckpointGuardConfig
 from foundry_ext.config.base import build
 from foundry_ext.config.errors import ConfigError
 from foundry_ext.trainer.checkpoint_guard.owner import FolderBusy, FolderUnwritable, Ownership
@@ -25,8 +25,6 @@ __all__ = ["CheckpointGuard"]
 
 log = logging.getLogger(__name__)
 
-# Composer writes these through a compressor or tar: their end cannot be checked without reading them whole.
-_UNCHECKED_SUFFIXES = (".tar", ".tgz", ".gz", ".bz2", ".lzma", ".lz4", ".lzo", ".xz", ".zst")
 # How long another rank waits to see rank 0's changes (a network filesystem may show a directory late).
 VISIBILITY_TIMEOUT_S = 60.0
 
@@ -178,7 +176,7 @@ class CheckpointGuard(Callback):
             return None
         saver = savers[0]  # the one the Trainer uses for autoresume
         filename = str(saver.filename.filename)
-        if filename.endswith(_UNCHECKED_SUFFIXES):
+        if filename.endswith(UNCHECKED_SUFFIXES):
             raise ConfigError(
                 "save_filename",
                 f"{filename!r} is compressed or a tar archive; {FIELD} checks uncompressed torch files (.pt) and "
