@@ -270,12 +270,10 @@ class LRPipeline:
 
     def _time_multipliers(self, ts: np.ndarray, batches: np.ndarray) -> np.ndarray:
         from foundry_ext.config.errors import ConfigError
+        from foundry_ext.preview import multipliers_of
 
-        fast = getattr(self.schedule, "multipliers", None)
         try:
-            if fast is not None:
-                return np.asarray(fast(ts), dtype=np.float64)
-            return np.fromiter(map(self.schedule.multiplier, ts.tolist()), dtype=np.float64, count=len(ts))
+            return multipliers_of(self.schedule, ts)
         except ConfigError:
             raise
         except Exception as e:  # find the first batch that fails, for the message

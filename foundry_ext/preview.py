@@ -35,7 +35,16 @@ from foundry_ext.config.train_yaml import RunClock
 from foundry_ext.schedules.base import RunCheck, ScheduleModel, run_check
 from foundry_ext.schedules.plateau_rule import Cut, PlateauState
 
-__all__ = ["Mark", "PlateauCut", "Preview", "Schedule", "build_schedule", "simulate_plateau", "timestamp_of_batch"]
+__all__ = [
+    "Mark",
+    "PlateauCut",
+    "Preview",
+    "Schedule",
+    "build_schedule",
+    "multipliers_of",
+    "simulate_plateau",
+    "timestamp_of_batch",
+]
 
 
 @dataclass(frozen=True)
@@ -54,6 +63,18 @@ class Schedule(Protocol):
 
     def marks(self) -> list[Mark]:
         """Named points (warmup end, milestones, restarts, ...)."""
+
+
+def multipliers_of(schedule: Schedule, ts: np.ndarray) -> np.ndarray:
+    """``schedule.multiplier`` of every timestamp of ``ts`` (int64).
+
+    Its ``multipliers`` on the whole array where it has one (bitwise the same values), else one call per timestamp, in
+    order (a Composer scheduler has no array form).
+    """
+    fast = getattr(schedule, "multipliers", None)
+    if fast is not None:
+        return np.asarray(fast(ts), dtype=np.float64)
+    return np.fromiter(map(schedule.multiplier, ts.tolist()), dtype=np.float64, count=len(ts))
 
 
 def _model_marks(model: ScheduleModel, check: RunCheck, clock: RunClock) -> list[Mark]:
@@ -136,12 +157,7 @@ class PlateauPreview(FormulaSchedule):
         return float(self.model.time_multiplier(self.clock.now(t, self._unit), self._d, base))  # type: ignore[attr-defined]
 
     def multipliers(self, ts: np.ndarray) -> np.ndarray:
-        if self.base is None:
-            base: np.ndarray | float = 1.0
-        elif hasattr(self.base, "multipliers"):
-            base = self.base.multipliers(ts)  # type: ignore[attr-defined]
-        else:
-            base = np.fromiter(map(self.base.multiplier, ts.tolist()), dtype=np.float64, count=len(ts))
+        base = 1.0 if self.base is None else multipliers_of(self.base, ts)
         return self.model.multipliers(self._now(ts), self._d) * base
 
     def marks(self) -> list[Mark]:
