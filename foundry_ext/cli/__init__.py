@@ -64,6 +64,16 @@ def check_output_paths(*options: tuple[str, str | None]) -> None:
             raise UsageError(f"{option} {path}: the folder {folder} does not exist")
 
 
+def read_metrics(path: str, monitor: str | None = None) -> list[tuple[int, float]]:
+    """``--metrics``: rows ``batch,value`` of a CSV, or the ``monitor`` metric of an MLflow run (:mod:`..runlog`)."""
+    from foundry_ext.runlog import RunLogError, read_series
+
+    try:
+        return read_series(path, monitor)
+    except RunLogError as e:
+        raise UsageError(f"--metrics {e}") from None
+
+
 class UsageError(Exception):
     """Bad input to a subcommand: printed as one line, exit status 2."""
 

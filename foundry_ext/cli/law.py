@@ -10,7 +10,7 @@ import argparse
 import csv
 import time
 
-from foundry_ext.cli import UsageError, add_config_arguments
+from foundry_ext.cli import UsageError, add_config_arguments, read_metrics
 
 __all__ = ["add_arguments", "run"]
 
@@ -197,12 +197,8 @@ def _yaml_lrs(config: str, overrides: list[str], metrics_path: str | None = None
     from foundry_ext.config.errors import ConfigError
     from foundry_ext.law.predict import yaml_lrs
     from foundry_ext.lr_pipeline import ScheduleError
-    from foundry_ext.runlog import RunLogError, read_series
 
-    try:
-        metrics = read_series(metrics_path, None) if metrics_path else None
-    except RunLogError as e:
-        raise UsageError(f"--metrics {e}") from None
+    metrics = read_metrics(metrics_path) if metrics_path else None
     try:
         return yaml_lrs(config, overrides, metrics)
     except UnknownBatchesPerEpoch:

@@ -18,9 +18,9 @@ import argparse
 import csv
 import time
 
-from foundry_ext.cli import UsageError, add_config_arguments, check_output_paths
+from foundry_ext.cli import UsageError, add_config_arguments, check_output_paths, read_metrics
 
-__all__ = ["add_arguments", "read_metrics", "run"]
+__all__ = ["add_arguments", "run"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -91,16 +91,6 @@ def _non_negative_int(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be >= 0")
     return value
-
-
-def read_metrics(path: str, monitor: str | None = None) -> list[tuple[int, float]]:
-    """Rows ``batch,value`` of a CSV, or the ``monitor`` metric of an MLflow run (:mod:`foundry_ext.runlog`)."""
-    from foundry_ext.runlog import RunLogError, read_series
-
-    try:
-        return read_series(path, monitor)
-    except RunLogError as e:
-        raise UsageError(f"--metrics {e}") from None
 
 
 def run(args: argparse.Namespace) -> int:
