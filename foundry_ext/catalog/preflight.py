@@ -39,8 +39,8 @@ from foundry_ext.catalog.registry import (
 )
 from foundry_ext.config.base import build
 from foundry_ext.config.durations import UnknownBatchesPerEpoch, parse
-from foundry_ext.config.errors import ConfigError, Problem, RunStopped, did_you_mean, scheduler_did_you_mean
-from foundry_ext.config.notices import errors_first, warn_once
+from foundry_ext.config.errors import ConfigError, Problem, did_you_mean, scheduler_did_you_mean, stop_run
+from foundry_ext.config.notices import warn_once
 from foundry_ext.config.train_yaml import RunClock, drop_null_scheduler_keys, run_clock
 from foundry_ext.schedules.base import ScheduleModel, run_check
 from foundry_ext.schedules.run_lr import likely_mistakes, plateau_interval_warning, run_lr_findings, setting_warnings
@@ -422,8 +422,7 @@ def preflight_transform(cfg: dict[str, Any]) -> dict[str, Any]:
     drop_null_scheduler_keys(cfg)  # as the tools do: `scheduler={name: x, t_decay: null}` unsets t_decay
     found = check_train_config(cfg, world_size=world_size)
     if found.errors:
-        errors_first([str(problem) for problem in found.errors])
-        raise RunStopped(found.errors)
+        stop_run(found.errors)
     for warning in found.warnings:
         warn_once(str(warning))
     return cfg

@@ -11,10 +11,13 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import difflib
+import os
+import sys
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import NoReturn
 
-__all__ = ["ConfigError", "Problem", "RunStopped", "current_path", "did_you_mean", "join_path", "yaml_path"]
+__all__ = ["ConfigError", "Problem", "RunStopped", "current_path", "did_you_mean", "join_path", "stop_run", "yaml_path"]
 
 
 @dataclass(frozen=True)
@@ -49,7 +52,7 @@ class ConfigError(ValueError):
 
 
 class RunStopped(SystemExit, ConfigError):
-    """A :class:`ConfigError` found while training, its lines already printed (``notices.errors_first``).
+    """A :class:`ConfigError` found while training, its lines already printed (:func:`stop_run`).
 
     It is a ``SystemExit`` with status 2 as well: uncaught, it ends the process without llm-foundry's traceback (Python
     prints none for a ``SystemExit``), so the one line per problem is the whole answer. Code that catches
@@ -130,3 +133,15 @@ def yaml_path(path: str) -> Iterator[None]:
 def current_path(default: str = "scheduler") -> str:
     """The YAML path set by :func:`yaml_path`, or ``default``."""
     return _PATH.get() or default
+
+
+def stop_run(problems: Sequence[Problem]) -> NoReturn:
+    """End a run before its first batch: one line per problem, then :class:`RunStopped`.
+
+    The lines (``foundry-ext: error: <problem>``, on global rank 0's stderr) are the whole answer: ``RunStopped`` is
+    a ``SystemExit`` with status 2, which ends the process without a traceback and without printing itself.
+    """
+    if os.environ.get("RANK", "0") == "0":
+        for problem in problems:
+            print(f"foundry-ext: error: {problem}", file=sys.stderr, flush=True)
+    raise RunStopped(list(problems)) from None

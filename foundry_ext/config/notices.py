@@ -11,7 +11,7 @@ import logging
 import os
 import sys
 
-__all__ = ["errors_first", "warn_once"]
+__all__ = ["warn_once"]
 
 
 class _StderrHandler(logging.Handler):
@@ -38,14 +38,3 @@ def warn_once(message: str) -> bool:
     if os.environ.get("RANK", "0") == "0":
         log.warning("foundry-ext: warning: %s", message)
     return True
-
-
-def errors_first(lines: list[str]) -> None:
-    """Print ``foundry-ext: error: <line>`` for each line on global rank 0's stderr, now.
-
-    Called just before a ``ConfigError`` is raised at training time: llm-foundry prints the exception after a traceback
-    of its own frames, so the problems would come on line 21 of the failure; this way they are its first lines.
-    """
-    if os.environ.get("RANK", "0") == "0":
-        for line in lines:
-            print(f"foundry-ext: error: {line}", file=sys.stderr, flush=True)

@@ -25,8 +25,8 @@ from composer.utils import dist
 from foundry_ext.catalog.callbacks import PlateauCallbackKeys
 from foundry_ext.config.base import build
 from foundry_ext.config.durations import convert, max_duration_of, now
-from foundry_ext.config.errors import ConfigError, Problem, RunStopped, scheduler_did_you_mean, yaml_path
-from foundry_ext.config.notices import errors_first, warn_once
+from foundry_ext.config.errors import ConfigError, Problem, scheduler_did_you_mean, stop_run, yaml_path
+from foundry_ext.config.notices import warn_once
 from foundry_ext.schedules.plateau import DEFAULT_MONITOR, ReduceLROnPlateau
 from foundry_ext.schedules.plateau_rule import Cut, PlateauState
 from foundry_ext.trainer.lr_lambdas import compiled_schedulers
@@ -153,8 +153,7 @@ class ReduceLROnPlateauCallback(Callback):
                 f"{scheduler.monitor!r} is not produced by any evaluator; available: {', '.join(available)}",
             )
         if problem is not None:  # before the first batch: one line and status 2, no traceback
-            errors_first([str(problem)])
-            raise RunStopped([problem])
+            stop_run([problem])
 
     def eval_before_all(self, state: State, logger: Logger) -> None:
         del state, logger  # unused

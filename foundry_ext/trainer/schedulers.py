@@ -23,8 +23,8 @@ from composer.optim import ComposerScheduler
 from foundry_ext.catalog.registry import SCHEDULE_MODELS
 from foundry_ext.config.base import build
 from foundry_ext.config.durations import Duration, Resolved, UnknownBatchesPerEpoch, max_duration_of, now
-from foundry_ext.config.errors import ConfigError, Problem, RunStopped, current_path
-from foundry_ext.config.notices import errors_first, warn_once
+from foundry_ext.config.errors import ConfigError, Problem, current_path, stop_run
+from foundry_ext.config.notices import warn_once
 from foundry_ext.config.train_yaml import RunClock
 from foundry_ext.schedules.base import ScheduleModel, run_check
 from foundry_ext.schedules.run_lr import plateau_interval_warning, run_lr_findings, stepped_lr_problem
@@ -78,15 +78,13 @@ class RunResolver:
                 f"{given} with max_duration={max_duration} need the number of batches per epoch, and this train "
                 "dataloader has no length; give the durations in ba, tok or sp",
             )
-            errors_first([str(problem)])
-            raise RunStopped([problem]) from None
+            stop_run([problem])
         errors, warnings = check.errors, check.warnings
         if not errors and ssr == 1.0:
             more_errors, more_warnings = self._run_lr(max_duration, dataloader_len)
             errors, warnings = more_errors, [*warnings, *more_warnings]
         if errors:
-            errors_first([str(problem) for problem in errors])
-            raise RunStopped(errors)
+            stop_run(errors)
         for warning in warnings:
             warn_once(str(warning))
         self._key, self._resolved = key, check.resolved

@@ -15,8 +15,7 @@ from typing import Any
 from composer.core import State
 
 from foundry_ext.catalog.registry import validate_block
-from foundry_ext.config.errors import ConfigError, RunStopped
-from foundry_ext.config.notices import errors_first
+from foundry_ext.config.errors import ConfigError, stop_run
 from foundry_ext.config.train_yaml import run_clock
 from foundry_ext.schedules.run_lr import stepped_lr_problem
 from foundry_ext.schedules.torch import REFUSED, TORCH_MODELS, TorchLR
@@ -100,8 +99,7 @@ def torch_run_transform(cfg: dict[str, Any]) -> dict[str, Any]:
         return cfg
     problem = stepped_lr_problem(model, _trains_with(engine), total)  # type: ignore[arg-type]
     if problem is not None:
-        errors_first([str(problem)])
-        raise RunStopped([problem])
+        stop_run([problem])
     return cfg
 
 
