@@ -42,6 +42,11 @@ def test_the_defaults_are_the_measured_ones() -> None:
     main = _json("spike-guard-600ba.json")
     assert main["seeds"] == 8 and main["false_skips"] == 0 and main["guarded_skips_exact"]
     assert all(r["guarded"]["skipped"] == main["bad_batches"] and r["clean"]["skipped"] == [] for r in main["rows"])
+    # guarded: within the seed noise of the clean runs; unguarded: further off than the noise, in every seed
+    noise = main["seed_noise"]
+    assert 0 < main["eval_guarded"] - main["eval_clean"] < 0.5 * noise < main["eval_bad"] - main["eval_clean"]
+    assert all(r["guarded"]["eval"] - r["clean"]["eval"] < 0.5 * main["seed_noise"] for r in main["rows"])
+    assert all(r["bad"]["eval"] - r["clean"]["eval"] > main["seed_noise"] for r in main["rows"])
     for name in ("spike-guard-study-600ba.json", "spike-guard-study-1500ba.json"):
         row = _json(name)["rules"]["loss only, threshold 6"]
         assert row["false_skips"] == [] and row["caught_first_of_burst"] == row["bursts"], name
