@@ -13,11 +13,22 @@ import contextvars
 import difflib
 import os
 import sys
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import NoReturn
 
-__all__ = ["ConfigError", "Problem", "RunStopped", "current_path", "did_you_mean", "join_path", "stop_run", "yaml_path"]
+__all__ = [
+    "ConfigError",
+    "Problem",
+    "RunStopped",
+    "current_path",
+    "did_you_mean",
+    "join_path",
+    "let_rank_zero_exit_first",
+    "stop_run",
+    "yaml_path",
+]
 
 
 @dataclass(frozen=True)
@@ -144,4 +155,22 @@ def stop_run(problems: Sequence[Problem]) -> NoReturn:
     if os.environ.get("RANK", "0") == "0":
         for problem in problems:
             print(f"foundry-ext: error: {problem}", file=sys.stderr, flush=True)
+    else:
+        let_rank_zero_exit_first()
     raise RunStopped(list(problems)) from None
+
+
+#: Seconds a rank other than 0 waits before it ends a refused run (see :func:`let_rank_zero_exit_first`).
+PEER_GRACE_SECONDS = 20.0
+
+
+def let_rank_zero_exit_first() -> None:
+    """On a rank other than 0 of a multi-rank run, wait (at most ``PEER_GRACE_SECONDS``) before ending the run.
+
+    Composer's launcher ends the run with the status of the first rank to fail and SIGTERMs the others: a rank 1 that
+    reached a refusal first made the launcher kill rank 0 (its line unprinted or not, the status 241, not 2). Every
+    rank runs the same checks on the same config, so rank 0 gets there too, prints the line, exits 2, and the launcher
+    stops this rank; should it not, this rank ends the run with the same status after the wait.
+    """
+    if os.environ.get("RANK", "0") != "0" and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        time.sleep(PEER_GRACE_SECONDS)

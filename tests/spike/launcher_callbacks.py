@@ -4,6 +4,8 @@
   makes it (listed before ``spike_guard`` in the YAML, so the guard reads the spoilt loss);
 * ``spike_test_probe: {}``: at each batch end, one line ``spike_test: batch B guard X composer Y``: the loss of the
   guard's last accepted step (its window's newest) beside Composer's ``loss/train/total`` (reduced over the ranks);
+* ``$SPIKE_TEST_SLOW_RANK0=S``: rank 0 sleeps ``S`` seconds when this file is imported (before llm-foundry reads the
+  config), so that rank 1 meets a refusal first;
 * ``spike_test_kill: {}``: SIGKILL of this rank's own process at the end of batch ``$SPIKE_TEST_KILL_AT`` (unset:
   never).
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from collections.abc import Iterable
 
 from composer.core import Callback, State
@@ -47,6 +50,9 @@ class Kill(Callback):
         if os.environ.get("SPIKE_TEST_KILL_AT") == str(state.timestamp.batch.value):
             os.kill(os.getpid(), signal.SIGKILL)
 
+
+if os.environ.get("RANK", "0") == "0":
+    time.sleep(float(os.environ.get("SPIKE_TEST_SLOW_RANK0", "0")))
 
 callbacks.register("spike_test_overflow", func=Overflow)
 callbacks.register("spike_test_probe", func=Probe)
