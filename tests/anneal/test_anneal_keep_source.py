@@ -5,6 +5,8 @@ Real ``train.py`` processes (llm-foundry's ``train_from_yaml``, one rank each, C
 * the stable run keeps one checkpoint (``save_num_checkpoints_to_keep: 1``), saving every 2 batches to batch 8. It is
   held just before it writes its batch-6 checkpoint (:mod:`tests.anneal.hold_save`), while ``anneal`` writes a branch
   from its batch-4 checkpoint; let go, it writes batch 6 and its rotation deletes batch 4 from its folder;
+* a second branch from the same checkpoint (a 3-batch decay) is written while the stable run is held, and trains
+  beside the first, in its own folder, exactly as a run planned with ``t_decay: 3ba``;
 * the branch (a 4-batch 1-sqrt decay to 0.1, batches 4..7) is held before its batch-8 checkpoint, killed there
   (SIGKILL), and relaunched with the same command: it resumes from its own batch-6 checkpoint;
 * the reference: a ``warmup_stable_decay`` run planned with ``t_decay: 4ba`` (the same shape and floor), trained on
@@ -95,6 +97,12 @@ def test_a_rotated_away_source_is_kept_and_the_killed_branch_still_trains_exactl
                "scheduler.t_decay=4ba", "run_name=planned", *common("planned"),
                f"save_folder={tmp_path}/runs/planned/checkpoints"], tmp_path / "planned.log", tmp_path,
     )  # fmt: skip
+    planned_b = _launch(
+        YAML, [*(o for o in STABLE if not o.startswith(("scheduler.t_decay", "run_name", "save_num", "max_dur"))),
+               "max_duration=7ba", "eval_interval=7ba", "scheduler.t_decay=3ba", "run_name=planned-b",
+               *common("planned-b"), f"save_folder={tmp_path}/runs/planned-b/checkpoints"],
+        tmp_path / "planned-b.log", tmp_path,
+    )  # fmt: skip
     stable_dir = tmp_path / "runs" / "stable" / "checkpoints"
     go = tmp_path / "stable-go"
     stable = _launch(YAML, [*STABLE, *common("stable"), f"save_folder={stable_dir}"], tmp_path / "stable.log",
@@ -118,6 +126,15 @@ def test_a_rotated_away_source_is_kept_and_the_killed_branch_still_trains_exactl
     why = "the stable run's rotation cannot delete it"
     assert f"  source: {kept}, a hard link of {source} ({why}); the YAML loads it\n" in out
     assert "save_num_checkpoints_to_keep" not in out  # no note left to act on: the source is kept
+    # a second branch from the same checkpoint, while the stable run is still held: a 3-batch decay, its own folder
+    branch_b = tmp_path / "branch-b.yaml"
+    code = main(["anneal", str(source), str(YAML), *STABLE[1:], "eval_interval=7ba", *common("b"), "--decay", "3ba",
+                 "--shape", "sqrt", "--floor", "0.1", "--out", str(branch_b)])  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    folder_b = Path(yaml.safe_load(branch_b.read_text())["save_folder"])
+    assert folder_b == tmp_path / "runs" / "stable-anneal-4ba-3ba-sqrt-floor0.1" / "checkpoints"
+    assert os.path.samefile(folder_b / "anneal-source" / source.name, kept)  # two links to the stable run's file
+    assert stable.poll() is None, "the stable run ended before the branches were written: the test proves less"
 
     go.touch()  # the stable run writes batch 6, and its rotation deletes batch 4
     _wait(stable, tmp_path / "stable.log")
@@ -127,6 +144,7 @@ def test_a_rotated_away_source_is_kept_and_the_killed_branch_still_trains_exactl
     # the branch: held before its batch-8 checkpoint (its own batch 6 is complete and `latest`), killed there
     branch_go = tmp_path / "branch-go"
     first = _launch(branch, [], tmp_path / "b1.log", tmp_path, HOLD_SAVE=f"ba8={branch_go}")
+    second = _launch(branch_b, [], tmp_path / "bb.log", tmp_path)  # both branches train at once
     _until(lambda: Path(f"{branch_go}.waiting").exists(), first, tmp_path / "b1.log")
     assert os.readlink(folder / "latest-rank0.pt") == "ep0-ba6-rank0.pt"
     os.killpg(first.pid, signal.SIGKILL)
@@ -155,6 +173,14 @@ def test_a_rotated_away_source_is_kept_and_the_killed_branch_still_trains_exactl
     assert resumed[LR][5] == 3.0e-3 and resumed[LR][8] < resumed[LR][7] < 3.0e-3
     assert sorted(resumed[EVAL]) == [8]
     assert resumed[EVAL][8] == reference[EVAL][8], (resumed[EVAL], reference[EVAL])
+
+    _wait(second, tmp_path / "bb.log")
+    _wait(planned_b, tmp_path / "planned-b.log")
+    got, reference_b = _read(tmp_path / "b-rank0.jsonl"), _read(tmp_path / "planned-b-rank0.jsonl")
+    assert sorted(got[LR]) == [5, 6, 7] and sorted(got[EVAL]) == [7]
+    assert all(got[LR][step] == reference_b[LR][step] for step in (5, 6, 7)) and got[LR][7] < 3.0e-3
+    assert got[EVAL][7] == reference_b[EVAL][7]
+    assert os.readlink(folder_b / "latest-rank0.pt") == "ep0-ba7-rank0.pt" and (folder_b / "anneal-source").is_dir()
 
 
 def _read_lines(lines: list[str]) -> dict[str, dict[int, float]]:
