@@ -50,7 +50,10 @@ def run(args: argparse.Namespace) -> int:
         branch = plan_branch(args.checkpoint, args.config, args.overrides, args.decay, args.shape, args.floor, args.out)
     except AnnealError as e:
         raise UsageError(str(e)) from None
-    write_branch(branch, args.out)
+    try:
+        kept = write_branch(branch, args.out)
+    except AnnealError as e:
+        raise UsageError(str(e)) from None
     s, end = branch.source.batch, branch.end
     print(
         f"branch of {branch.source.run_name or 'the stable run'} from batch {s} ({branch.source.path}): "
@@ -58,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
     )
     print(f"  LR at batch {s} (first): {branch.first_lr:.6g}; at batch {end - 1} (last): {branch.last_lr:.6g}")
     print(f"  run_name {branch.run_name}, checkpoints in {branch.folder}")
+    print(f"  {kept}")
     for note in branch.notes:
         print(f"  {note}")
     print(f"wrote {args.out}; run it, and after a kill relaunch it, with:")

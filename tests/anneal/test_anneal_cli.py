@@ -55,8 +55,12 @@ def test_a_branch_from_a_folders_latest(runs: Runs, tmp_path: Path, capsys: pyte
     )
     assert code == 0, err
     cfg = yaml.safe_load(out.read_text())
-    target = runs.stable / "ep0-ba8-rank0.pt"
-    assert cfg["load_path"] == str(target)  # the file the link points at now, not the link
+    target = runs.stable / "ep0-ba8-rank0.pt"  # the file the link points at now, not the link
+    kept = runs.root / "stable-anneal-8ba-8ba-sqrt-floor0.1" / "checkpoints" / "anneal-source" / "ep0-ba8-rank0.pt"
+    assert cfg["load_path"] == str(kept) and os.path.samefile(kept, target)  # a hard link: the same file
+    assert f"  source: {kept}, a hard link of {target} (the stable run's folder is only read); the YAML loads it\n" in (
+        stdout
+    )
     assert cfg["autoresume"] is True
     assert cfg["max_duration"] == "16ba"
     assert cfg["run_name"] == "stable-anneal-8ba-8ba-sqrt-floor0.1"
@@ -69,7 +73,8 @@ def test_a_branch_from_a_folders_latest(runs: Runs, tmp_path: Path, capsys: pyte
     last = LR * (0.1 + 0.9 * (1 - (6 / 8) ** 0.5))  # batch 15 trains at the multiplier of timestamp 14
     assert f"LR at batch 8 (first): {LR:.6g}; at batch 15 (last): {last:.6g}" in stdout
     assert f"composer train.py {out}" in stdout
-    assert not (runs.root / "stable-anneal-8ba-8ba-sqrt-floor0.1").exists()  # the run creates it, not anneal
+    # anneal made the branch's folder for the kept source only: no checkpoint, no `latest` for autoresume to find
+    assert sorted(p.name for p in kept.parents[1].rglob("*")) == ["anneal-source", "ep0-ba8-rank0.pt"]
     code, _, err = main(["validate", str(out)]), *capsys.readouterr()
     assert code == 0, err
 
@@ -110,7 +115,11 @@ def test_a_sharded_checkpoint_made_with_torch_distributed_checkpoint(
     code, stdout, err = anneal(capsys, tmp_path / "sharded", runs.config, "--decay", "4ba", "--out", out)
     assert code == 0, err
     cfg = yaml.safe_load(out.read_text())
-    assert cfg["load_path"] == str(folder) and cfg["max_duration"] == "12ba"
+    kept = Path(cfg["save_folder"]) / "anneal-source" / "ep0-ba8"
+    assert cfg["load_path"] == str(kept) and cfg["max_duration"] == "12ba"
+    shards = sorted(p.name for p in folder.iterdir())
+    assert sorted(p.name for p in kept.iterdir()) == shards and ".metadata" in shards
+    assert all(os.path.samefile(kept / name, folder / name) for name in shards)  # hard links, file by file
     assert "a sharded checkpoint (FSDP) loads only on the process group FSDP runs on" in stdout and "CUDA" in stdout
 
 
@@ -283,7 +292,19 @@ CASES: list[Case] = [
         lambda r, t: [r.stable, r.config, "run_name=stable", *DECAY],
         "run_name=stable: the stable run's",
     ),
+    (
+        "kept-source-of-another-branch",
+        lambda r, t: [r.stable / "ep0-ba8-rank0.pt", r.config, f"save_folder={_other_branch(t)}", *DECAY],
+        "save_folder={t}/b: {t}/b/anneal-source/ep0-ba8-rank0.pt exists and is not ",
+    ),
 ]
+
+
+def _other_branch(work: Path) -> Path:
+    """A branch folder whose kept source has the name of the stable run's batch-8 checkpoint, and other bytes."""
+    (work / "b" / "anneal-source").mkdir(parents=True)
+    (work / "b" / "anneal-source" / "ep0-ba8-rank0.pt").write_bytes(b"another run's checkpoint")
+    return work / "b"
 
 
 def _write(path: Path, data: bytes) -> Path:
@@ -335,3 +356,27 @@ def test_bad_input_is_one_line_exit_2_nothing_written(
 def test_the_corpus_covers_the_issues_list() -> None:
     ids = {c[0] for c in CASES}
     assert len(ids) == len(CASES) >= 40
+
+
+def test_a_source_deleted_before_it_is_kept_is_one_line_and_nothing_is_left(runs: Runs, tmp_path: Path) -> None:
+    """The stable run's rotation wins the race: the source vanishes between its reading and its linking."""
+    from foundry_ext.anneal import AnnealError, plan_branch, write_branch
+
+    source = _copy(runs.stable / "ep0-ba8-rank0.pt", tmp_path / "ep0-ba8-rank0.pt")
+    out = tmp_path / "branch.yaml"
+    branch = plan_branch(str(source), str(runs.config), [f"save_folder={tmp_path}/b"], "4ba", out=str(out))
+    source.unlink()  # what save_num_checkpoints_to_keep does
+    with pytest.raises(AnnealError, match=r"^CHECKPOINT .*ep0-ba8-rank0.pt: deleted while the branch was written"):
+        write_branch(branch, str(out))
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # neither the YAML nor the branch's folder
+
+
+def test_the_same_command_again_reuses_the_kept_source(runs: Runs, tmp_path: Path, capsys: pytest.CaptureFixture):
+    argv = [runs.stable / "ep0-ba4-rank0.pt", runs.config, f"save_folder={tmp_path}/b", *DECAY, "--out"]
+    code, _, err = anneal(capsys, *argv, tmp_path / "1.yaml")
+    assert code == 0, err
+    code, out, err = anneal(capsys, *argv, tmp_path / "2.yaml")
+    assert code == 0, err
+    kept = tmp_path / "b" / "anneal-source" / "ep0-ba4-rank0.pt"
+    assert f"  source: {kept} (kept by an earlier run of this command: the same checkpoint); the YAML loads it" in out
+    assert os.path.samefile(kept, runs.stable / "ep0-ba4-rank0.pt")

@@ -115,9 +115,11 @@ def test_a_killed_branch_resumes_from_its_own_checkpoint_and_trains_as_the_plann
     assert code == 0, err
     cfg = yaml.safe_load(branch.read_text())
     assert stable.poll() is None, "the stable run ended before the branch was written: the test proves less"
-    assert cfg["load_path"] == str(source) and cfg["max_duration"] == "12ba" and cfg["autoresume"] is True
     folder = Path(cfg["save_folder"])
     assert folder == tmp_path / "runs" / "stable-anneal-4ba-8ba-sqrt-floor0.1" / "checkpoints"
+    kept = folder / "anneal-source" / source.name  # the source kept alive in the branch's folder: a hard link
+    assert cfg["load_path"] == str(kept) and os.path.samefile(kept, source)
+    assert cfg["max_duration"] == "12ba" and cfg["autoresume"] is True
     first = _launch(branch, [], tmp_path / "a1.log", tmp_path, FAULT_WRITE_DELAY="0.5")
     # killed while it writes its batch-12 checkpoint: its own batch-8 one is complete and `latest`
     _until(lambda: (folder / "ep0-ba12-rank0.pt").exists() or first.poll() is not None)
