@@ -46,7 +46,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("law", metavar="LAW.json")
     p.add_argument("config", nargs="?", metavar="CONFIG.yaml", help="an llm-foundry train YAML")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="overrides, as for train.py")
-    p.add_argument("--trace", metavar="RUN.csv", help="predict for this step,lr[,loss] trace instead of a YAML")
+    p.add_argument(
+        "--trace",
+        metavar="RUN",
+        help="predict for this run's LR instead of a YAML, its measured losses beside: a step,lr[,loss] CSV, "
+        "an MLflow run folder or runs:/RUN_ID",
+    )
+    p.add_argument(
+        "--metric",
+        default="metrics/eval/LanguageCrossEntropy",
+        help="an MLflow --trace: the loss metric (default: metrics/eval/LanguageCrossEntropy)",
+    )
     p.add_argument("--metrics", metavar="FILE.csv", help="reduce_lr_on_plateau: replay the cuts (as plot --metrics)")
     p.add_argument("--points", type=int, default=1000, metavar="N", help="batches to predict at (default: 1000)")
     p.add_argument("--csv", metavar="FILE.csv", help="write step,lr,predicted_loss,predicted_low,predicted_high,...")
@@ -216,7 +226,8 @@ def _predict(args: argparse.Namespace) -> int:
 
     from foundry_ext.law.predict import predict, predict_points
     from foundry_ext.law.reliability import band, extrapolation, refuse_reason
-    from foundry_ext.law.runs import RunError, read_csv
+    from foundry_ext.law.runs import RunError, read_run
+    from foundry_ext.runlog import is_mlflow
 
     _check_out("--csv", args.csv)
     _check_out("--out", args.out)
@@ -227,15 +238,15 @@ def _predict(args: argparse.Namespace) -> int:
     if args.trace:
         if args.config:
             raise UsageError("give CONFIG.yaml or --trace RUN.csv, not both")
-        if not os.path.isfile(args.trace):
+        if not is_mlflow(args.trace) and not os.path.isfile(args.trace):
             raise UsageError(f"--trace {args.trace}: no such file (expected a step,lr[,loss] CSV)")
         try:
-            trace = read_csv(args.trace)
+            trace = read_run(args.trace, args.metric)
         except (RunError, OSError) as e:
             raise UsageError(f"--trace {e}") from None
         lr = trace.lr
         measured = dict(zip(trace.steps.tolist(), trace.loss.tolist(), strict=True))
-        source = args.trace
+        source = trace.name if is_mlflow(args.trace) else args.trace
     elif args.config:
         _check_scheduler_name(args.config, args.overrides)
         lr = _yaml_lrs(args.config, args.overrides, args.metrics)
@@ -263,8 +274,8 @@ def _predict(args: argparse.Namespace) -> int:
     )
     if b is None and law.verdict is not None:
         print("no band: the law was fitted on 2 runs (no leave-one-run-out sub-fits); fit on three or more for one")
-    if measured and measured.get(int(steps[-1])) is not None:
-        print(f"measured after the last batch: {measured[int(steps[-1])]:.4f}")
+    if measured:
+        _print_measured(measured, steps, pred, b)
     lr_at = lr[np.minimum(steps, len(lr)) - 1]  # the LR of the last batch trained before the loss
     if args.csv:
         with open(args.csv, "w", newline="") as f:
@@ -281,6 +292,18 @@ def _predict(args: argparse.Namespace) -> int:
         _draw(args.out, steps, lr_at, pred, b, measured, find_warmup(lr), f"{law.form} law: {source}")
         print(f"wrote {args.out}")
     return 0
+
+
+def _print_measured(measured: dict, steps, pred, b) -> None:
+    """The last measured loss of a trace beside its prediction: the relative error, and whether the band holds it."""
+    at = [i for i, s in enumerate(steps.tolist()) if measured.get(s) is not None]
+    if not at:
+        return
+    i = at[-1]
+    m = measured[int(steps[i])]
+    where = "the last batch" if i == len(steps) - 1 else f"batch {int(steps[i])} (its last measured loss)"
+    inside = "" if b is None else (", inside the band" if b[0][i] <= m <= b[1][i] else ", outside the band")
+    print(f"measured after {where}: {m:.4f}; predicted {pred[i]:.4f} ({(pred[i] - m) / m:+.2%}{inside})")
 
 
 def _draw(path: str, steps, lr, pred, band, measured, warmup: int, title: str) -> None:

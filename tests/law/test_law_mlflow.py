@@ -99,3 +99,28 @@ def test_a_run_without_the_metric_lists_the_metrics_it_has(runs, capsys) -> None
     assert "lr-SGD/group0" in str(e.value) and METRIC in str(e.value)
     assert main(["law", "fit", str(run_dir), str(runs["steps"][0])]) == 2
     assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_predict_traces_an_mlflow_run_and_prints_its_last_measured_loss_beside(runs, tmp_path: Path, capsys) -> None:
+    """``law predict --trace RUN --metric M``: the run's own LR, its measured losses beside the prediction."""
+    out = tmp_path / "law.json"
+    assert main(["law", "fit", *(str(d) for d, _, _ in runs.values()), "--metric", METRIC, "--out", str(out)]) == 0
+    capsys.readouterr()
+    run_dir, lrs, values = runs["steps"]
+    csv_path = tmp_path / "pred.csv"
+    assert main(["law", "predict", str(out), "--trace", str(run_dir), "--metric", METRIC, "--csv", str(csv_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    law = __import__("json").loads(out.read_text())
+    pred = multipower.Design([(Trace("p", lrs), np.array([BATCHES]))]).predict(list(law["params"].values()))[0]
+    assert lines[0].startswith(f"steps: {BATCHES} batches; predicted multipower loss after the last batch: {pred:.4f}")
+    # the eval metric is logged after batch 60, the last one: measured and predicted side by side, with the error
+    assert lines[1].startswith("no band: the law was fitted on 2 runs")
+    assert lines[2] == (f"measured after the last batch: {values[-1]:.4f}; predicted {pred:.4f} "
+                        f"({(pred - values[-1]) / values[-1]:+.2%})")  # fmt: skip
+    rows = csv_path.read_text().splitlines()
+    measured = [r.split(",")[-1] for r in rows[1:] if r.split(",")[-1]]
+    assert [float(m) for m in measured] == pytest.approx(values.tolist(), rel=1e-12)
+    # a missing metric is one line, exit 2
+    assert main(["law", "predict", str(out), "--trace", str(run_dir), "--metric", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no metric 'nope'" in err
