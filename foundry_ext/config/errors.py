@@ -18,6 +18,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import NoReturn
 
+from foundry_ext._exit import end_with_at_exit
+
 __all__ = [
     "ConfigError",
     "Problem",
@@ -150,13 +152,17 @@ def stop_run(problems: Sequence[Problem]) -> NoReturn:
     """End a run before its first batch: one line per problem, then :class:`RunStopped`.
 
     The lines (``foundry-ext: error: <problem>``, on global rank 0's stderr) are the whole answer: ``RunStopped`` is
-    a ``SystemExit`` with status 2, which ends the process without a traceback and without printing itself.
+    a ``SystemExit`` with status 2, which ends the process without a traceback and without printing itself. On a
+    launched rank the process then ends by ``os._exit(2)`` after the exit handlers (:mod:`foundry_ext._exit`): raised
+    once the process group exists (the scheduler's first call, ``FIT_START``), a plain ``SystemExit`` can abort at
+    interpreter finalisation beside a gloo worker thread.
     """
     if os.environ.get("RANK", "0") == "0":
         for problem in problems:
             print(f"foundry-ext: error: {problem}", file=sys.stderr, flush=True)
     else:
         let_rank_zero_exit_first()
+    end_with_at_exit(2)
     raise RunStopped(list(problems)) from None
 
 

@@ -2,14 +2,18 @@
 
 A CI run of the suite once saw the relaunch of a finished 2-rank run print the guard's "this run has finished
 training" on both ranks, then rank 1 abort (``terminate called without an active exception``, exit -6) and the
-launcher exit 241. The cause (:mod:`foundry_ext.trainer.clean_exit`): a gloo worker thread waiting for the GIL when the
+launcher exit 241. The cause (:mod:`foundry_ext._exit`): a gloo worker thread waiting for the GIL when the
 interpreter is finalised is ended with ``pthread_exit`` inside a ``noexcept`` C++ destructor. Here:
 
 * :func:`test_exit_run_runs_the_exit_handlers_then_ends_without_finalisation`: what ``exit_run`` does, quick (no
   torch): on a launched rank, the exit handlers run and finalisation does not, with the status given;
 
 * :func:`test_a_gloo_thread_waiting_for_the_gil_at_finalisation_aborts_a_plain_exit`: the abort reproduced on every
-  run, with torch alone (two processes, a gloo process group): ``sys.exit(0)`` aborts, ``exit_run(0)`` exits 0;
+  run, with torch alone (two processes, a gloo process group): ``sys.exit(0)`` aborts, ``exit_run(0)`` exits 0; a bare
+  ``raise RunStopped`` (how ``stop_run`` ended a run before) aborts, ``stop_run`` exits 2;
+* :func:`test_a_refusal_at_the_first_call_ends_both_ranks_with_status_2`: ``stop_run`` raised after the process group
+  exists (the scheduler's first call, as the Trainer is built), with the real launcher: each rank's own status is 2,
+  one line, every launch;
 * :func:`test_the_finished_run_relaunch_exits_0_every_time`: the real case, ``composer -n 2 train.py`` on a finished
   run (yamls/tiny-resume.yaml, 2 batches), relaunched 20 times: every
   launch exits 0 with both ranks' finished line, the folder's owner record removed (the ``atexit`` handlers ran before
@@ -27,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from foundry_ext.trainer import clean_exit
+from foundry_ext import _exit as clean_exit
 from foundry_ext.trainer.checkpoint_guard.owner import OWNER_FILE
 from tests.support.launcher import REPO
 from tests.support.multirank import free_port, launch, lost_shm_race
@@ -47,7 +51,7 @@ class Final:
     def __del__(self): print("finalised", flush=True)
 keep = Final()
 atexit.register(print, "handler ran")
-from foundry_ext.trainer.clean_exit import exit_run
+from foundry_ext._exit import exit_run
 try:
     exit_run(5)
 except SystemExit as e:
@@ -74,7 +78,10 @@ def test_exit_run_runs_the_exit_handlers_then_ends_without_finalisation(launched
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("how", "status"), [("raise", -signal.SIGABRT), ("exit_run", 0)])
+@pytest.mark.parametrize(
+    ("how", "status"),
+    [("raise", -signal.SIGABRT), ("exit_run", 0), ("raise_stopped", -signal.SIGABRT), ("stop_run", 2)],
+)
 def test_a_gloo_thread_waiting_for_the_gil_at_finalisation_aborts_a_plain_exit(
     how: str, status: int, tmp_path: Path
 ) -> None:
@@ -105,7 +112,8 @@ def test_a_gloo_thread_waiting_for_the_gil_at_finalisation_aborts_a_plain_exit(
     assert "rank 1: exiting" in out, out  # it got as far as the exit
     assert (tmp_path / "go").exists(), out  # and rank 0 was told to join while the GIL was held
     assert ranks[1].returncode == status, out
-    assert (ABORT in out) == (how == "raise"), out
+    assert (ABORT in out) == (how in ("raise", "raise_stopped")), out
+    assert "foundry-ext: error:" not in out  # rank 1: stop_run prints on rank 0 only
 
 
 @pytest.fixture(scope="module")
@@ -163,3 +171,52 @@ def _launch(run_dir: Path, overrides: list[str], what: str) -> str | None:
         return None
     assert status == 0, f"{what}: the launcher exited {status}:\n{output[-3000:]}"
     return output
+
+
+REFUSALS = int(os.environ.get("FOUNDRY_EXT_REFUSALS", "3"))  # ~25 s a launch on an idle 2-core machine
+REFUSED = "foundry-ext: error: scheduler.t_max: '0.0001dur' converts to 0 batches"
+
+
+@pytest.mark.launcher  # implies slow
+@pytest.mark.timeout(1800)
+def test_a_refusal_at_the_first_call_ends_both_ranks_with_status_2(demo_data: Path, tmp_path: Path) -> None:
+    """``t_max: 0.0001dur`` of a 1-epoch run: the pre-flight cannot count an epoch's batches (the YAML does not say),
+    so the scheduler's first call refuses it while the Trainer is built, after the process group's first collectives.
+    """
+    overrides = [
+        f"variables.data_local={demo_data}",
+        "max_duration=1ep",
+        "scheduler.t_warmup=0ba",
+        "scheduler.t_decay=0ba",
+        "scheduler.t_max=0.0001dur",
+        "save_folder=null",
+    ]
+    for attempt in range(1, REFUSALS + 1):
+        status_dir = tmp_path / f"status-{attempt}"
+        status_dir.mkdir()
+        for again in (False, True):
+            log = tmp_path / f"refusal-{attempt}{'-again' if again else ''}.log"
+            wrapper = ["--command_mode", str(REPO / "tests" / "support" / "rank_status.sh"), str(status_dir)]
+            proc = launch(
+                REPO / "yamls" / "tiny-wsd.yaml",
+                overrides,
+                nproc=2,
+                log=log,
+                launcher_args=["--master_port", str(free_port()), *wrapper, sys.executable],
+                cwd=tmp_path,
+            )
+            try:
+                launcher_status = proc.wait(timeout=600)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                pytest.fail(f"refusal {attempt}: over 600 s:\n{log.read_text()[-3000:]}")
+            output = log.read_text()
+            if not lost_shm_race(output):
+                break
+        statuses = {rank: (status_dir / f"rank{rank}").read_text().strip() for rank in (0, 1)}
+        assert statuses == {0: "2", 1: "2"}, f"refusal {attempt}: {statuses}\n{output[-3000:]}"
+        assert launcher_status == 2, output[-3000:]
+        errors = [line for line in output.splitlines() if line.startswith("foundry-ext: error:")]
+        assert len(errors) == 1 and errors[0].startswith(REFUSED), output[-3000:]
+        assert ABORT not in output and "Traceback" not in output, output[-3000:]

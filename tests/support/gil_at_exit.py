@@ -1,7 +1,9 @@
 """A rank of a 2-rank gloo job whose rank 1 exits while a gloo worker thread needs the GIL (test_clean_exit.py).
 
 ``python gil_at_exit.py`` with ``RANK`` (0 or 1), ``MASTER_ADDR``, ``MASTER_PORT``, ``GO_FILE`` (a path that does not
-exist yet) and ``EXIT`` (``raise``: ``sys.exit(0)``; ``exit_run``: ``foundry_ext.trainer.clean_exit.exit_run(0)``).
+exist yet) and ``EXIT``: ``raise`` (``sys.exit(0)``), ``exit_run`` (``foundry_ext._exit.exit_run(0)``),
+``raise_stopped`` (``raise RunStopped(...)``, status 2, as the package raised it before) or ``stop_run``
+(``foundry_ext.config.errors.stop_run``: its line on rank 0 only, status 2).
 
 Rank 1 queues an async broadcast (a gloo worker thread runs it, waiting for rank 0), lets go of the tensor and the work
 (the worker now holds the tensor's last reference, hence its Python object), and exits. Its last ``atexit`` handler is
@@ -40,8 +42,16 @@ work = dist.broadcast(tensor, src=0, async_op=True)  # queued to a gloo worker t
 del tensor, work  # the worker thread now holds the last reference
 atexit.register(lambda: open(go, "w").close())  # runs first: rank 0 joins while the GIL is held by `sum`
 print("rank 1: exiting", flush=True)
-if os.environ["EXIT"] == "exit_run":
-    from foundry_ext.trainer.clean_exit import exit_run
+how = os.environ["EXIT"]
+if how == "exit_run":
+    from foundry_ext._exit import exit_run
 
     exit_run(0)
+if how in ("stop_run", "raise_stopped"):
+    from foundry_ext.config.errors import Problem, RunStopped, stop_run
+
+    problem = Problem("scheduler.t_max", "refused at the first call")
+    if how == "stop_run":
+        stop_run([problem])
+    raise RunStopped([problem])
 sys.exit(0)

@@ -14,12 +14,12 @@ from composer.core import Callback, State
 from composer.loggers import Logger
 from composer.utils import dist
 
+from foundry_ext._exit import exit_run
 from foundry_ext.catalog.callbacks import FIELD, UNCHECKED_SUFFIXES, CheckpointGuardConfig
 from foundry_ext.config.base import build
 from foundry_ext.config.errors import ConfigError
 from foundry_ext.trainer.checkpoint_guard.owner import FolderBusy, FolderUnwritable, Ownership
 from foundry_ext.trainer.checkpoint_guard.recovery import Layout, apply, plan
-from foundry_ext.trainer.clean_exit import exit_run
 
 __all__ = ["CheckpointGuard"]
 
@@ -81,7 +81,7 @@ class CheckpointGuard(Callback):
             if dist.get_global_rank() == 0:
                 print(f"{FIELD}: error: {payload[0]}", file=sys.stderr, flush=True)
             self._release()
-            exit_run(2)  # not a bare SystemExit: see foundry_ext.trainer.clean_exit
+            exit_run(2)  # not a bare SystemExit: see foundry_ext._exit
         if error is not None:
             self._release()
             raise error
@@ -143,7 +143,7 @@ class CheckpointGuard(Callback):
             max_duration,
             FIELD,
         )
-        exit_run(0)  # SystemExit(0), and on a launched rank no interpreter finalisation (trainer/clean_exit.py)
+        exit_run(0)  # SystemExit(0), and on a launched rank no interpreter finalisation (foundry_ext/_exit.py)
 
     def _repair(self, state: State) -> tuple[str | None, str | None, list[str]]:
         layout = self._layout(state)

@@ -15,10 +15,10 @@ from composer.core import Callback, State
 from composer.loggers import Logger
 from composer.utils import dist
 
+from foundry_ext._exit import exit_run
 from foundry_ext.catalog.callbacks import SPIKE_FIELD, SpikeGuardConfig
 from foundry_ext.config.base import build
 from foundry_ext.config.errors import ConfigError, let_rank_zero_exit_first
-from foundry_ext.trainer.clean_exit import exit_run
 from foundry_ext.trainer.spike_guard.rollback import continuation, folder_checkpoints
 from foundry_ext.trainer.spike_guard.rule import SpikeRule
 
@@ -36,7 +36,7 @@ def _refuse(message: str) -> NoReturn:
         print(f"foundry-ext: error: {message}", file=sys.stderr, flush=True)
     else:
         let_rank_zero_exit_first()  # the launcher reports the first rank to fail: rank 0, with its line
-    exit_run(2)  # not a bare SystemExit: see foundry_ext.trainer.clean_exit
+    exit_run(2)  # not a bare SystemExit: see foundry_ext._exit
 
 
 def _num_samples(batch: Any) -> int:
@@ -201,7 +201,7 @@ class SpikeGuard(Callback):
         if dist.get_global_rank() == 0:
             print(message, file=sys.stderr, flush=True)
         dist.barrier()
-        exit_run(STOP_STATUS)  # SystemExit, and on a launched rank no finalisation beside gloo's threads (clean_exit)
+        exit_run(STOP_STATUS)  # SystemExit, and on a launched rank no finalisation beside gloo's threads (_exit)
 
     def _roll_back(self, state: State, last_batch: int) -> str:
         from composer.utils import format_name_with_dist

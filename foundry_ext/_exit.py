@@ -30,6 +30,11 @@ trip over.
 
 Only a launched rank (``MASTER_ADDR`` and ``RANK`` in the environment, as ``composer``, ``torchrun`` and the like
 set them) does that: a test or a notebook that catches the ``SystemExit`` goes on, and its process ends its own way.
+
+Every early exit of the package ends this way: ``checkpoint_guard``'s finished run (0) and refused folder (2),
+``spike_guard``'s refusals (2) and stop, and :func:`foundry_ext.config.errors.stop_run` (2: the pre-flight, the
+scheduler's first call, ``torch_lr_scheduler``, the plateau's checks at ``FIT_START``), which raises its own
+``RunStopped`` after :func:`end_with_at_exit`. Hence this module sits at the package's floor, importing nothing of it.
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ import os
 import sys
 from typing import NoReturn
 
-__all__ = ["exit_run", "launched"]
+__all__ = ["end_with_at_exit", "exit_run", "launched"]
 
 _status: list[int] = []  # the status of the pending os._exit; empty until exit_run registers it
 
@@ -58,13 +63,24 @@ def exit_run(status: int) -> NoReturn:
     Raises:
         SystemExit: Always, with ``status``.
     """
-    if launched():
-        if not _status:
-            atexit.register(_exit_now)
-            _status.append(status)
-        else:  # exit_run called again (a SystemExit caught and the run went on): the last word counts
-            _status[0] = status
+    end_with_at_exit(status)
     raise SystemExit(status)
+
+
+def end_with_at_exit(status: int) -> None:
+    """On a launched rank, end the process with ``status`` by ``os._exit`` after the exit handlers; else nothing.
+
+    For code that raises its own ``SystemExit`` subclass (:func:`foundry_ext.config.errors.stop_run` raises
+    ``RunStopped``, also a ``ConfigError``): call this, then raise. Called again (a ``SystemExit`` caught and the run
+    went on), the last status counts.
+    """
+    if not launched():
+        return
+    if not _status:
+        atexit.register(_exit_now)
+        _status.append(status)
+    else:
+        _status[0] = status
 
 
 def _exit_now() -> None:
