@@ -9,6 +9,7 @@ resumes from its own latest checkpoint: Composer loads the save folder's latest 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import socket
@@ -147,10 +148,15 @@ def write_branch(branch: Branch, out: str) -> None:
         f"foundry-ext anneal: {branch.shape} decay over {branch.length} batches to {branch.floor:g} x the peak LR.\n"
         f"# Run it (and relaunch it, after a kill, with the same command): composer train.py {out}\n"
     )
-    with open(tmp, "w") as f:
-        f.write(header)
-        yaml.safe_dump(branch.config, f, sort_keys=False, default_flow_style=False)
-    os.replace(tmp, out)
+    try:
+        with open(tmp, "w") as f:
+            f.write(header)
+            yaml.safe_dump(branch.config, f, sort_keys=False, default_flow_style=False)
+        os.replace(tmp, out)
+    except OSError as e:  # a name over the file system's limit, no permission, a full disk: one line, not a traceback
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise AnnealError(f"--out {out}: cannot write: {e.strerror}") from None
 
 
 # -- checks ----------------------------------------------------------------------------------------------------------

@@ -48,9 +48,9 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         branch = plan_branch(args.checkpoint, args.config, args.overrides, args.decay, args.shape, args.floor, args.out)
+        write_branch(branch, args.out)
     except AnnealError as e:
         raise UsageError(str(e)) from None
-    write_branch(branch, args.out)
     s, end = branch.source.batch, branch.end
     print(
         f"branch of {branch.source.run_name or 'the stable run'} from batch {s} ({branch.source.path}): "
