@@ -43,19 +43,21 @@ OVERRIDE = st.builds(
                      "scheduler.t_warmup", "model.d_model", "save_num_checkpoints_to_keep", "x.y", "", "seed"]),
     st.one_of(NUMBER, DECAY, st.sampled_from(["stable", "{run_name}", "/nonexistent/x", "0.001", "2000ba", "16"])),
 )  # fmt: skip
-OUT = st.sampled_from(["branch.yaml", "branch.yaml", "branch.yaml", "missing/branch.yaml", ".", "CONFIG", "é ☃.yaml",
-                       "b" * 300 + ".yaml", "-x.yaml", "out.yml"])  # fmt: skip
+OUT = st.sampled_from(["branch.yaml", "branch.yaml", "branch.yaml", "branch.yaml", "missing/branch.yaml", ".",
+                       "CONFIG", "é ☃.yaml", "b" * 300 + ".yaml", "-x.yaml", "out.yml"])  # fmt: skip
 
 
 @st.composite
 def anneal_args(draw: st.DrawFn) -> dict:
+    near = draw(st.integers(0, 3))  # how many of the four options are drawn from the hostile pools (mostly few)
+    hostile = set(draw(st.permutations(["decay", "shape", "floor", "overrides"]))[:near])
     return {
-        "decay": draw(st.one_of(st.sampled_from(["8ba", "0.5dur", "32sp", "64ba"]), DECAY)),
-        "shape": draw(st.one_of(st.just(None), SHAPE)),
-        "floor": draw(st.one_of(st.just(None), FLOOR)),
-        "overrides": draw(st.lists(OVERRIDE, max_size=2)),
+        "decay": draw(DECAY if "decay" in hostile else st.sampled_from(["8ba", "0.5dur", "32sp", "64ba", "1ba"])),
+        "shape": draw(SHAPE if "shape" in hostile else st.sampled_from([None, "linear", "sqrt", "cosine", "square"])),
+        "floor": draw(FLOOR if "floor" in hostile else st.sampled_from([None, "0", "0.1", "0.5"])),
+        "overrides": draw(st.lists(OVERRIDE, min_size=1, max_size=2)) if "overrides" in hostile else [],
         "out": draw(OUT),
-        "checkpoint": draw(st.sampled_from(["folder", "file", "file", "missing"])),
+        "checkpoint": draw(st.sampled_from(["folder", "file", "file", "file", "missing"])),
         "equals": draw(st.booleans()),
     }
 

@@ -115,7 +115,7 @@ def out(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.slow
 @long_timeout
-@profile(6)
+@profile(5)
 @given(example=lr_loss_csvs())
 def test_law_fit_on_generated_csvs(example: tuple[str, bytes], out: Path) -> None:
     time_is_up(FUZZERS[0], SHARE)
@@ -184,7 +184,7 @@ def metric_csvs(draw: st.DrawFn) -> bytes:
 
 @pytest.mark.slow
 @long_timeout
-@profile(5)
+@profile(4)
 @given(data=metric_csvs(), command=st.sampled_from(["plot", "law predict"]))
 def test_metrics_files_of_plot_and_law_predict(data: bytes, command: str, out: Path, law: Path) -> None:
     time_is_up(FUZZERS[1], SHARE)
