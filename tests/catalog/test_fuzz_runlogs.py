@@ -21,11 +21,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from foundry_ext.runlog import RunLogError, read_lr_loss, read_series
 from tests.catalog.fuzzing import ROOT, check_promise, long_timeout, profile, report, run, stage, time_is_up
+from tests.runlog.runs import LR_KEY
 
 CURVES = ROOT / "bench/data/loss-curves/25M"
 BASES = {p.stem: p.read_text().splitlines() for p in sorted(CURVES.glob("*.csv"))}
@@ -234,6 +235,14 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return runs
 
 
+def _is_float(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def _metric_file(folder: Path, key: str) -> Path:
     path = folder / "metrics" / key
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -266,24 +275,27 @@ def _edit(folder: Path, key: str, kind: str, value: float, rank: int) -> None:
     elif kind == "dup" and lines:
         lines.insert(i, lines[i])
     elif kind == "value" and lines:
-        ts, _, step = lines[i].split()
-        lines[i] = f"{ts} {value!r} {step}"
+        parts = lines[i].split() or ["0", "0", "0"]  # a line an earlier edit garbled keeps its ends
+        lines[i] = f"{parts[0]} {value!r} {parts[-1]}"
     elif kind == "step" and lines:
-        ts, v, _ = lines[i].split()
-        lines[i] = f"{ts} {v} {rank * 7}"
+        parts = lines[i].split() or ["0", "0"]
+        lines[i] = f"{parts[0]} {parts[1 % len(parts)]} {rank * 7}"
     elif kind == "negative step" and lines:
-        ts, v, _ = lines[i].split()
-        lines[i] = f"{ts} {v} -{rank + 1}"
+        parts = lines[i].split() or ["0", "0"]
+        lines[i] = f"{parts[0]} {parts[1 % len(parts)]} -{rank + 1}"
     elif kind == "huge step" and lines:
-        ts, v, _ = lines[i].split()
-        lines[i] = f"{ts} {v} {10**12 + rank}"
+        parts = lines[i].split() or ["0", "0"]
+        lines[i] = f"{parts[0]} {parts[1 % len(parts)]} {10**12 + rank}"
     elif kind == "truncate" and lines:
         lines[-1] = lines[-1][: rank % max(len(lines[-1]), 1)]
     elif kind == "crlf":
         path.write_bytes("\r\n".join(lines).encode() + b"\r\n")
         return
     elif kind == "sci":
-        lines = [" ".join([p[0], f"{float(p[1]):e}", p[2]]) for p in (line.split() for line in lines) if len(p) == 3]
+        lines = [
+            " ".join([p[0], f"{float(p[1]):e}", p[2]]) if len(p) == 3 and _is_float(p[1]) else " ".join(p)
+            for p in (line.split() for line in lines)
+        ]
     elif kind == "garbage" and lines:
         lines[i] = lines[i] + " x"
     elif kind == "empty":
@@ -304,6 +316,8 @@ def _edit(folder: Path, key: str, kind: str, value: float, rank: int) -> None:
 @long_timeout
 @profile(3)
 @given(edits=metric_edits(), rank=st.integers(0, 100), command=st.sampled_from(["law fit", "plot"]))
+# the long run's one failure, in this test's own edit code (a value written into a line garbled before): kept
+@example(edits=[(LR_KEY, "garbage", math.nan), (LR_KEY, "value", math.nan)], rank=0, command="law fit")
 def test_mlflow_runs_of_law_fit_and_plot(
     edits: list[tuple[str, str, Any]], rank: int, command: str, store: dict[str, Path], out: Path
 ) -> None:
