@@ -9,6 +9,7 @@ resumes from its own latest checkpoint: Composer loads the save folder's latest 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import socket
@@ -226,13 +227,12 @@ def _remove_empty(folders: list[Path]) -> None:
 
 
 def write_branch(branch: Branch, out: str) -> str:
-    """Keep the source (:func:`keep_source`), then write the branch's YAML to ``out``; the line about the source.
+    """Write the branch's YAML to ``out`` and keep its source (:func:`keep_source`); return the line about the source.
 
-    The YAML is a temporary file renamed: a reader never sees half of it.
+    The YAML is written to a temporary file first (an ``--out`` that cannot be written leaves nothing, not even the
+    kept source), renamed once the source is kept: a reader never sees half of it.
     """
     import yaml
-
-    kept = keep_source(branch)
 
     tmp = f"{out}.{os.getpid()}.tmp"
     header = (
@@ -240,10 +240,20 @@ def write_branch(branch: Branch, out: str) -> str:
         f"foundry-ext anneal: {branch.shape} decay over {branch.length} batches to {branch.floor:g} x the peak LR.\n"
         f"# Run it (and relaunch it, after a kill, with the same command): composer train.py {out}\n"
     )
-    with open(tmp, "w") as f:
-        f.write(header)
-        yaml.safe_dump(branch.config, f, sort_keys=False, default_flow_style=False)
-    os.replace(tmp, out)
+    try:  # the YAML first: an --out that cannot be written leaves nothing behind, not even the kept source
+        with open(tmp, "w") as f:
+            f.write(header)
+            yaml.safe_dump(branch.config, f, sort_keys=False, default_flow_style=False)
+    except OSError as e:  # a name over the file system's limit, no permission, a full disk: one line, not a traceback
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise AnnealError(f"--out {out}: cannot write: {e.strerror}") from None
+    try:
+        kept = keep_source(branch)
+        os.replace(tmp, out)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)  # gone after the rename; left only when keeping the source failed
     return kept
 
 

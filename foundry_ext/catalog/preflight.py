@@ -361,6 +361,7 @@ def _check_checkpoint_guard(cfg: Mapping[str, Any], found: Findings) -> None:
 def _check_monitor(model: ScheduleModel, cfg: Mapping[str, Any], found: Findings) -> None:
     monitor: str = model.monitor  # type: ignore[attr-defined]
     family = cfg.get("model", {}).get("name") if isinstance(cfg.get("model"), Mapping) else None
+    family = family if isinstance(family, str) else None  # a list or a mapping there: llm-foundry names it
     if monitor.startswith("loss/train/"):
         if family in EVAL_METRICS and monitor != "loss/train/total":
             found.errors.append(

@@ -78,6 +78,17 @@ class UsageError(Exception):
     """Bad input to a subcommand: printed as one line, exit status 2."""
 
 
+def one_line(text: str) -> str:
+    r"""``text`` with every character that is not printable escaped (``\r``, ``\x00``, ``\u2028``).
+
+    A value a user typed (``--decay $'\r'``) or a file holds stays on the error's one line instead of breaking it or
+    overwriting its start.
+    """
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -170,7 +181,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(module.run(args) or 0)
     except UsageError as e:
-        print(f"foundry-ext {args.command}: error: {e}", file=sys.stderr)
+        print(f"foundry-ext {args.command}: error: {one_line(str(e))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"foundry-ext {args.command}: interrupted", file=sys.stderr)
