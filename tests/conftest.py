@@ -54,7 +54,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     * every test marked ``launcher`` or ``docs_training``, and every test function listed in
       ``tests/durations.json`` (measured over 2.5 s): ``slow``.
     """
-    del config  # unused
     previous: pytest.Item | None = None
     for item in items:
         skipped = _skip_next(previous)  # a block under `skip: next` is never run: not heavy (and Sybil's skip state
@@ -69,6 +68,31 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.docs_training)
         if any(item.get_closest_marker(name) for name in HEAVY) and not item.get_closest_marker("slow"):
             item.add_marker(pytest.mark.slow)
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker: every worker collects, and orders, alike
+        _schedule(items)
+
+
+# pytest-xdist (`scripts/test.sh`: `-n auto`; pyproject's addopts: `--dist loadgroup --no-loadscope-reorder`) hands
+# out whole ``xdist_group``s in collection order. The slow tests of a module that starts ranks of its own (it uses
+# tests/support/multirank.py or `composer -n 2`) share one group, TWO_RANKS, run first and one at a time on one worker:
+# two 2-rank runs never share the 2 cores, so the kill-at-a-moment tests meet at most one busy neighbour. Every other
+# test is grouped by its file, so a module's fixtures are built once and a docs page's blocks run in order on one
+# worker (Sybil's blocks of a page share a namespace and a folder).
+TWO_RANKS = "two-ranks"
+_STARTS_RANKS = re.compile(r"tests\.support\.multirank|\"-n\", \"2\"")
+
+
+def _starts_ranks(path: Path) -> bool:
+    return path.suffix == ".py" and _STARTS_RANKS.search(path.read_text()) is not None
+
+
+def _schedule(items: list[pytest.Item]) -> None:
+    """Mark each item's ``xdist_group``; move the TWO_RANKS group to the front (a stable sort: order kept within)."""
+    starts_ranks = {path: _starts_ranks(path) for path in {item.path for item in items}}
+    for item in items:
+        two_ranks = starts_ranks[item.path] and item.get_closest_marker("slow") is not None
+        item.add_marker(pytest.mark.xdist_group(TWO_RANKS if two_ranks else item.path.relative_to(REPO).as_posix()))
+    items.sort(key=lambda item: item.get_closest_marker("xdist_group").args[0] != TWO_RANKS)
 
 
 def _skip_next(item: pytest.Item | None) -> bool:
