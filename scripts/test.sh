@@ -20,7 +20,9 @@ bash scripts/setup.sh
 .venv/bin/lint-imports
 
 status=0
-.venv/bin/python -m pytest "${tier[@]}" "$@" || status=$?
+# -n auto: a pytest-xdist worker per core; tests/conftest.py decides which tests share a worker and in what order
+# (2-rank runs one at a time, first). `bash scripts/test.sh -n 0` runs in this one process (e.g. for --pdb).
+.venv/bin/python -m pytest -n auto "${tier[@]}" "$@" || status=$?
 if [ "$status" -eq 5 ]; then
     echo "test.sh: pytest collected no tests: that is a failure" >&2
     exit 1
