@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import re
 import resource
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -54,7 +56,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     * every test marked ``launcher`` or ``docs_training``, and every test function listed in
       ``tests/durations.json`` (measured over 2.5 s): ``slow``.
     """
-    del config  # unused
     previous: pytest.Item | None = None
     for item in items:
         skipped = _skip_next(previous)  # a block under `skip: next` is never run: not heavy (and Sybil's skip state
@@ -69,6 +70,46 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.docs_training)
         if any(item.get_closest_marker(name) for name in HEAVY) and not item.get_closest_marker("slow"):
             item.add_marker(pytest.mark.slow)
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker: every worker collects, and orders, alike
+        items.sort(key=lambda item: _scope(item.nodeid) != TWO_RANKS)  # stable: the order within is kept
+
+
+# pytest-xdist (`scripts/test.sh`: `-n auto`) hands out scopes, whole, in collection order (the workers' order
+# above: TWO_RANKS first). A scope is a test file, so a module's fixtures are built once and a docs page's blocks run
+# in order on one worker (Sybil's blocks of a page share a namespace and a folder). TWO_RANKS: every file that starts
+# ranks of its own (it uses tests/support/multirank.py or `composer -n 2`), run first and one test at a time on one
+# worker, so two 2-rank runs never share the 2 cores and a kill-at-a-moment test meets at most one busy neighbour.
+# (Not xdist's own `--dist loadgroup`: pytest-xdist 3.8 marks a group by rewriting a private attribute of the test
+# that pytest 9 no longer reads.)
+TWO_RANKS = "two-ranks"
+_STARTS_RANKS = re.compile(r"tests\.support\.multirank|\"-n\", \"2\"")
+
+
+@functools.cache
+def _starts_ranks(path: str) -> bool:
+    file = REPO / path
+    return file.suffix == ".py" and file.is_file() and _STARTS_RANKS.search(file.read_text()) is not None
+
+
+def _scope(nodeid: str) -> str:
+    """The scope a test is scheduled with: TWO_RANKS, or its file (``tests/x/test_y.py``, ``docs/cli.md``)."""
+    path = nodeid.split("::", 1)[0]
+    return TWO_RANKS if _starts_ranks(path) else path
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under ``-n`` with a load mode (``load``, the default, or ``loadscope``/``loadfile``/``loadgroup``): the
+    scopes above, in the workers' collection order (not re-sorted by size)."""
+    if config.getoption("dist") not in ("load", "loadscope", "loadfile", "loadgroup"):
+        return None  # each, worksteal: xdist's own
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByScope(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _scope(nodeid)
+
+    config.option.loadscopereorder = False
+    return ByScope(config, log)
 
 
 def _skip_next(item: pytest.Item | None) -> bool:

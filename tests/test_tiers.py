@@ -160,3 +160,28 @@ def test_the_file_reading_sees_heavy_tests(tmp_path: Path) -> None:
     marked = tmp_path / "test_marked.py"
     marked.write_text("import pytest\npytestmark = pytest.mark.launcher\ndef test_a(): pass\n")
     assert quick_tests(marked) == ()
+
+
+def test_the_full_suite_s_workers_keep_2_rank_files_in_one_scope_and_every_other_file_whole() -> None:
+    """tests/conftest.py's pytest-xdist scheduling (`scripts/test.sh`: `-n auto`), on the nodeids the workers report."""
+    from tests.conftest import TWO_RANKS, _scope
+
+    two_ranks = [  # the launcher tests that must never share the 2 cores with each other
+        "tests/resume/test_checkpoint_faults.py::test_kill_at_ten_moments_then_the_same_command_resumes_exactly",
+        "tests/resume/test_clean_exit.py::test_the_finished_run_relaunch_exits_0_every_time",
+        "tests/resume/test_folder_owner.py::test_two_launchers_on_one_folder",
+        "tests/resume/test_two_nodes.py::test_two_nodes_kill_one_restart_both",
+        "tests/resume/test_resume.py::test_load_path_and_autoresume_after_sigkill_match_the_uninterrupted_run",
+        "tests/anneal/test_anneal_exact.py::test_a_killed_branch_resumes_from_its_own_checkpoint_and_trains_as_the_"
+        "planned_run",
+        "tests/lr_find/test_lr_find.py::test_two_ranks_through_the_launcher_agree",
+        "tests/spike/test_guard.py::test_two_ranks_decide_alike_and_skip_bitwise",
+    ]
+    assert {_scope(nodeid) for nodeid in two_ranks} == {TWO_RANKS}
+    # a docs page's blocks share a namespace and a folder: the page is one scope; any other file is its own
+    assert _scope("docs/cli.md::line:706,column:1") == "docs/cli.md"
+    assert _scope("README.md::line:182,column:1") == "README.md"
+    assert _scope("tests/test_tiers.py::test_through_names_only_modules_the_measurement_did_not_see") == (
+        "tests/test_tiers.py"
+    )
+    assert _scope("tests/schedules/test_olmo_schedules.py::test_x[a::b]") == "tests/schedules/test_olmo_schedules.py"

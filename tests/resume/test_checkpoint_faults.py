@@ -51,8 +51,6 @@ import pytest
 from foundry_ext.checkpoint import CheckpointError, load_checkpoint_safely
 from tests.support.launcher import REPO
 from tests.support.multirank import (
-    FAULT_HOOKS,
-    JSONL_LOGGER,
     checkpoint_differences,
     kill,
     launch,
@@ -60,6 +58,7 @@ from tests.support.multirank import (
     read_metrics,
     same_bits,
 )
+from tests.support.references import uninterrupted_overrides
 
 YAML = REPO / "yamls" / "tiny-resume.yaml"
 CHECKPOINT = re.compile(r"^ep0-ba(\d+)-rank0\.pt$")
@@ -71,17 +70,7 @@ DELAYS = {"FAULT_WRITE_DELAY": "0.02", "FAULT_FIRST_WRITE_DELAY": "0.3", "FAULT_
 
 
 def _overrides(data: Path, run_dir: Path) -> list[str]:
-    return [
-        f"variables.data_local={data}",
-        f"save_folder={run_dir}/checkpoints",
-        "max_duration=12ba",
-        "save_interval=2ba",
-        "autoresume=true",
-        "save_overwrite=false",
-        "callbacks.checkpoint_guard={}",
-        f"code_paths=[{JSONL_LOGGER},{FAULT_HOOKS}]",
-        f"loggers.jsonl.path={run_dir}/metrics-rank{{rank}}.jsonl",
-    ]
+    return uninterrupted_overrides(data, run_dir)  # the same command as the shared uninterrupted run
 
 
 def _name(batch: int) -> str:
@@ -195,15 +184,14 @@ def _first_lr_step(path: Path, offset: int) -> int | None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
-def test_kill_at_ten_moments_then_the_same_command_resumes_exactly(demo_data: Path, tmp_path: Path) -> None:
+def test_kill_at_ten_moments_then_the_same_command_resumes_exactly(
+    demo_data: Path, uninterrupted_12ba: Path, tmp_path: Path
+) -> None:
     started = time.perf_counter()
     timings: list[str] = []
 
-    # the uninterrupted run: the same command, never killed
-    ref_dir = tmp_path / "uninterrupted"
-    proc = launch(YAML, _overrides(demo_data, ref_dir), nproc=2, log=tmp_path / "uninterrupted.log")
-    assert proc.wait(timeout=900) == 0, (tmp_path / "uninterrupted.log").read_text()[-4000:]
-    timings.append(f"uninterrupted {time.perf_counter() - started:.0f}s")
+    # the uninterrupted run: the same command, never killed (shared: tests/resume/conftest.py)
+    ref_dir = uninterrupted_12ba
     ref_folder = ref_dir / "checkpoints"
     reference = read_metrics(ref_dir / "metrics-rank0.jsonl")
     assert reference == read_metrics(ref_dir / "metrics-rank1.jsonl")

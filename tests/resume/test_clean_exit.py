@@ -15,7 +15,7 @@ interpreter is finalised is ended with ``pthread_exit`` inside a ``noexcept`` C+
   exists (the scheduler's first call, as the Trainer is built), with the real launcher: each rank's own status is 2,
   one line, every launch;
 * :func:`test_the_finished_run_relaunch_exits_0_every_time`: the real case, ``composer -n 2 train.py`` on a finished
-  run (yamls/tiny-resume.yaml, 2 batches), relaunched 20 times: every
+  run (the kill/resume tests' command, their shared uninterrupted run's last checkpoint), relaunched 20 times: every
   launch exits 0 with both ranks' finished line, the folder's owner record removed (the ``atexit`` handlers ran before
   ``os._exit``), the checkpoint untouched.
 """
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -35,12 +36,13 @@ from foundry_ext import _exit as clean_exit
 from foundry_ext.trainer.checkpoint_guard.owner import OWNER_FILE
 from tests.support.launcher import REPO
 from tests.support.multirank import free_port, launch, lost_shm_race
+from tests.support.references import TINY_RESUME, uninterrupted_overrides
 
 RANK_SCRIPT = REPO / "tests" / "support" / "gil_at_exit.py"
 RELAUNCHES = 20
 FINISHED = "this run has finished training; exiting with status 0"
 ABORT = "terminate called without an active exception"
-LAST = "ep0-ba2-rank0.pt"
+LAST = "ep0-ba12-rank0.pt"  # the last checkpoint of the shared uninterrupted run (tests/resume/conftest.py)
 
 
 # Exits 0 after the other exit handlers, without finalisation (a global's __del__ would print "finalised"), on a
@@ -117,23 +119,17 @@ def test_a_gloo_thread_waiting_for_the_gil_at_finalisation_aborts_a_plain_exit(
 
 
 @pytest.fixture(scope="module")
-def finished_run(demo_data: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
-    """A 2-rank run of yamls/tiny-resume.yaml trained to its end (2 batches, one checkpoint): folder and overrides."""
+def finished_run(
+    demo_data: Path, uninterrupted_12ba: Path, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, list[str]]:
+    """A finished 2-rank run of the kill/resume tests' command: the shared uninterrupted run's last checkpoint and
+    ``latest``, copied (nothing trained here), with that command's overrides (JSONL logger and fault hooks included,
+    as in the launch that aborted)."""
     run_dir = tmp_path_factory.mktemp("finished")
-    overrides = [
-        f"variables.data_local={demo_data}",
-        f"save_folder={run_dir}/checkpoints",
-        "max_duration=2ba",
-        "save_interval=2ba",
-        "eval_interval=2ba",
-        "autoresume=true",
-        "save_overwrite=false",
-        "callbacks.checkpoint_guard={}",
-    ]
-    if _launch(run_dir, overrides, "first") is None:
-        _launch(run_dir, overrides, "first again")
-    assert (run_dir / "checkpoints" / LAST).is_file()
-    return run_dir, overrides
+    (run_dir / "checkpoints").mkdir()
+    shutil.copy2(uninterrupted_12ba / "checkpoints" / LAST, run_dir / "checkpoints" / LAST)
+    (run_dir / "checkpoints" / "latest-rank0.pt").symlink_to(LAST)
+    return run_dir, uninterrupted_overrides(demo_data, run_dir)
 
 
 @pytest.mark.launcher  # implies slow
@@ -159,7 +155,7 @@ def test_the_finished_run_relaunch_exits_0_every_time(finished_run: tuple[Path, 
 def _launch(run_dir: Path, overrides: list[str], what: str) -> str | None:
     """Launch; the launcher's output, or None when the launch lost the /dev/shm name race before training."""
     log = run_dir / f"{what.replace(' ', '-')}.log"
-    proc = launch(REPO / "yamls" / "tiny-resume.yaml", overrides, nproc=2, log=log)
+    proc = launch(TINY_RESUME, overrides, nproc=2, log=log)
     try:
         status = proc.wait(timeout=300)
     except subprocess.TimeoutExpired:

@@ -162,11 +162,10 @@ def _wait(what: str, condition, proc: subprocess.Popen, log: Path, timeout: floa
 
 
 @pytest.mark.slow
-def test_two_launchers_on_one_folder(demo_data: Path, tmp_path: Path) -> None:
-    ref_dir = tmp_path / "uninterrupted"
-    ref = launch(YAML, _overrides(demo_data, ref_dir, ref_dir / "ckpt"), nproc=2, log=tmp_path / "ref.log")
-    assert ref.wait(timeout=900) == 0, (tmp_path / "ref.log").read_text()[-4000:]
-    sizes = {b: (ref_dir / "ckpt" / f"ep0-ba{b}-rank0.pt").stat().st_size for b in range(2, 13, 2)}
+def test_two_launchers_on_one_folder(demo_data: Path, uninterrupted_12ba: Path, tmp_path: Path) -> None:
+    # the same YAML, never killed (shared: tests/resume/conftest.py; the guard's settings do not reach checkpoints)
+    ref_ckpt = uninterrupted_12ba / "checkpoints"
+    sizes = {b: (ref_ckpt / f"ep0-ba{b}-rank0.pt").stat().st_size for b in range(2, 13, 2)}
 
     run_dir = tmp_path / "shared"
     folder = run_dir / "ckpt"
@@ -220,7 +219,7 @@ def test_two_launchers_on_one_folder(demo_data: Path, tmp_path: Path) -> None:
         name = f"ep0-ba{b}-rank0.pt"
         # the RNG state is not restored when a streaming dataset resumes mid-epoch
         # (tests/resume/test_checkpoint_faults.py)
-        assert checkpoint_differences(folder / name, ref_dir / "ckpt" / name, ignore=("/rng",)) == [], name
+        assert checkpoint_differences(folder / name, ref_ckpt / name, ignore=("/rng",)) == [], name
     assert not (folder / OWNER_FILE).exists()  # released at the end
 
 
