@@ -74,7 +74,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items.sort(key=lambda item: _scope(item.nodeid) != TWO_RANKS)  # stable: the order within is kept
 
 
-# pytest-xdist (`scripts/test.sh`: `-n auto`) hands out scopes, whole, in collection order (the workers' order
+# pytest-xdist (`bash scripts/test.sh -n 2`) hands out scopes, whole, in collection order (the workers' order
 # above: TWO_RANKS first). A scope is a test file, so a module's fixtures are built once and a docs page's blocks run
 # in order on one worker (Sybil's blocks of a page share a namespace and a folder). TWO_RANKS: every file that starts
 # ranks of its own (it uses tests/support/multirank.py or `composer -n 2`), run first and one test at a time on one

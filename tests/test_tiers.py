@@ -163,7 +163,7 @@ def test_the_file_reading_sees_heavy_tests(tmp_path: Path) -> None:
 
 
 def test_the_full_suite_s_workers_keep_2_rank_files_in_one_scope_and_every_other_file_whole() -> None:
-    """tests/conftest.py's pytest-xdist scheduling (`scripts/test.sh`: `-n auto`), on the nodeids the workers report."""
+    """tests/conftest.py's pytest-xdist scheduling (`bash scripts/test.sh -n 2`), on the nodeids the workers report."""
     from tests.conftest import TWO_RANKS, _scope
 
     two_ranks = [  # the launcher tests that must never share the 2 cores with each other
