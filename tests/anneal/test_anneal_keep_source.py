@@ -44,12 +44,22 @@ STABLE = ["run_name=stable", "max_duration=8ba", "scheduler.t_warmup=1ba", "sche
 
 
 def _launch(yaml_path: Path, overrides: list[str], log: Path, cwd: Path, **env: str) -> subprocess.Popen:
+    """Start a run and return once its dataloaders are built (or it ended), so that the next one starts after.
+
+    mosaicml-streaming's shared-memory prefix is found by a scan and then created (streaming/base/shared/prefix.py,
+    get_shm_prefix): two StreamingDatasets created at the same moment in two processes can pick the same prefix and
+    the second dies with FileExistsError '/NNNNNN_locals'. This test's runs still train at the same time.
+    """
     environ = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1", **env}
     with open(log, "w") as out:
-        return subprocess.Popen(
+        proc = subprocess.Popen(
             [sys.executable, str(REPO / "train.py"), str(yaml_path), *overrides],
             cwd=cwd, env=environ, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
+    end = time.monotonic() + 600
+    while proc.poll() is None and "Building trainer..." not in log.read_text() and time.monotonic() < end:
+        time.sleep(0.1)  # llm-foundry logs it after the train and eval loaders (python_log_level: info)
+    return proc
 
 
 def _wait(proc: subprocess.Popen, log: Path, timeout: float = 600) -> None:
