@@ -18,7 +18,7 @@ from composer.utils import dist
 from foundry_ext._exit import exit_run
 from foundry_ext.catalog.callbacks import SPIKE_FIELD, SpikeGuardConfig
 from foundry_ext.config.base import build
-from foundry_ext.config.errors import ConfigError, let_rank_zero_exit_first
+from foundry_ext.config.errors import ConfigError, Problem, stop_run
 from foundry_ext.trainer.spike_guard.rollback import continuation, folder_checkpoints
 from foundry_ext.trainer.spike_guard.rule import SpikeRule
 
@@ -31,12 +31,8 @@ STOP_STATUS = 3
 
 
 def _refuse(message: str) -> NoReturn:
-    """One line on rank 0, exit status 2 on every rank (the same check runs on every rank)."""
-    if dist.get_global_rank() == 0:
-        print(f"foundry-ext: error: {message}", file=sys.stderr, flush=True)
-    else:
-        let_rank_zero_exit_first()  # the launcher reports the first rank to fail: rank 0, with its line
-    exit_run(2)  # not a bare SystemExit: see foundry_ext._exit
+    """One line on rank 0, exit status 2 on every rank (the same check runs on every rank): :func:`stop_run`."""
+    stop_run([Problem("", message)])
 
 
 def _num_samples(batch: Any) -> int:
