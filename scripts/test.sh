@@ -6,14 +6,21 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-# One process, both tiers. `bash scripts/test.sh -n 2` runs the full suite on two pytest-xdist workers (tests/conftest.py
-# decides which tests share a worker: the 2-rank runs one at a time, first), but not by default: its first fresh-clone
-# run failed one test on mosaicml-streaming's shared-memory prefix race (two StreamingDatasets created at the same
-# moment in two processes pick the same free prefix: FileExistsError '/000907_locals'; docs/contributing.md).
+# The quick tier runs in one process. The full suite runs on two pytest-xdist workers, each in a mount namespace with
+# a /dev/shm of its own (tests/support/own_shm_python: mosaicml-streaming's shared-memory names race between runs
+# that start together on one /dev/shm), where the machine allows one (root, or a user allowed to unshare); otherwise,
+# and with FOUNDRY_EXT_TEST_WORKERS=1, in one process. tests/conftest.py decides which tests share a worker.
 tier=()
+workers=()
 if [ "${1:-}" = "--quick" ]; then
     shift
     tier=(-m "not slow")
+elif [ "${FOUNDRY_EXT_TEST_WORKERS:-2}" != 1 ]; then
+    if unshare --mount --propagation private sh -c 'mount -t tmpfs shm /dev/shm' 2>/dev/null; then
+        workers=(--tx "${FOUNDRY_EXT_TEST_WORKERS:-2}*popen//python=tests/support/own_shm_python" --dist load)
+    else
+        echo "test.sh: no /dev/shm of its own per worker here (unshare --mount is not permitted): one process" >&2
+    fi
 fi
 
 bash scripts/setup.sh
@@ -24,7 +31,7 @@ bash scripts/setup.sh
 .venv/bin/lint-imports
 
 status=0
-.venv/bin/python -m pytest "${tier[@]}" "$@" || status=$?
+.venv/bin/python -m pytest "${tier[@]}" "${workers[@]}" "$@" || status=$?
 if [ "$status" -eq 5 ]; then
     echo "test.sh: pytest collected no tests: that is a failure" >&2
     exit 1

@@ -36,7 +36,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 # Markers that say why a test is heavy; each implies ``slow``, which the quick tier (``scripts/test.sh --quick``,
 # ``-m 'not slow'``) deselects. Registered in pyproject.toml [tool.pytest.ini_options] markers.
-HEAVY = ("launcher", "docs_training")
+HEAVY = ("launcher", "docs_training", "kills_mid_run")
 # A docs block that trains, runs an LR range test or a benchmark: the ``docs_training`` marker, found from its text.
 # Test functions measured over 2.5 s (tests/support/durations.py writes the file from a JUnit report): slow too.
 MEASURED = json.loads((REPO / "tests" / "durations.json").read_text())
@@ -71,35 +71,45 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if any(item.get_closest_marker(name) for name in HEAVY) and not item.get_closest_marker("slow"):
             item.add_marker(pytest.mark.slow)
     if hasattr(config, "workerinput"):  # a pytest-xdist worker: every worker collects, and orders, alike
-        items.sort(key=lambda item: _scope(item.nodeid) != TWO_RANKS)  # stable: the order within is kept
+        items.sort(key=lambda item: _order(item.nodeid))  # stable: the order within is kept
 
 
-# pytest-xdist (`bash scripts/test.sh -n 2`) hands out scopes, whole, in collection order (the workers' order
-# above: TWO_RANKS first). A scope is a test file, so a module's fixtures are built once and a docs page's blocks run
-# in order on one worker (Sybil's blocks of a page share a namespace and a folder). TWO_RANKS: every file that starts
-# ranks of its own (it uses tests/support/multirank.py or `composer -n 2`), run first and one test at a time on one
-# worker, so two 2-rank runs never share the 2 cores and a kill-at-a-moment test meets at most one busy neighbour.
+# pytest-xdist (`bash scripts/test.sh`: two workers) hands out scopes, whole, in the workers' collection order (above).
+# A scope is a test file, so a module's fixtures are built once and a docs page's blocks run in order on one worker
+# (Sybil's blocks of a page share a namespace and a folder). KILLS_MID_RUN: every file with a test marked
+# `kills_mid_run` (it SIGKILLs a launched run at a moment it waits for: mid-write, mid-batch), one scope run first and
+# one test at a time on one worker, so two such tests never race each other for the cores. Then the other files that
+# start ranks of their own (tests/support/multirank.py or `composer -n 2`: the heaviest, the finished run relaunched
+# 20 times among them), then the rest: the longest work is handed out first.
 # (Not xdist's own `--dist loadgroup`: pytest-xdist 3.8 marks a group by rewriting a private attribute of the test
 # that pytest 9 no longer reads.)
-TWO_RANKS = "two-ranks"
+KILLS_MID_RUN = "kills-mid-run"
+_KILLS = re.compile(r"pytest\.mark\.kills_mid_run")
 _STARTS_RANKS = re.compile(r"tests\.support\.multirank|\"-n\", \"2\"")
 
 
 @functools.cache
-def _starts_ranks(path: str) -> bool:
+def _text(path: str) -> str:
     file = REPO / path
-    return file.suffix == ".py" and file.is_file() and _STARTS_RANKS.search(file.read_text()) is not None
+    return file.read_text() if file.suffix == ".py" and file.is_file() else ""
 
 
 def _scope(nodeid: str) -> str:
-    """The scope a test is scheduled with: TWO_RANKS, or its file (``tests/x/test_y.py``, ``docs/cli.md``)."""
+    """The scope a test is scheduled with: KILLS_MID_RUN, or its file (``tests/x/test_y.py``, ``docs/cli.md``)."""
     path = nodeid.split("::", 1)[0]
-    return TWO_RANKS if _starts_ranks(path) else path
+    return KILLS_MID_RUN if _KILLS.search(_text(path)) else path
+
+
+def _order(nodeid: str) -> int:
+    """0: the KILLS_MID_RUN scope, 1: another file that starts ranks, 2: the rest."""
+    if _scope(nodeid) == KILLS_MID_RUN:
+        return 0
+    return 1 if _STARTS_RANKS.search(_text(nodeid.split("::", 1)[0])) else 2
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """Under ``-n`` with a load mode (``load``, the default, or ``loadscope``/``loadfile``/``loadgroup``): the
-    scopes above, in the workers' collection order (not re-sorted by size)."""
+    """Under ``-n``/``--tx`` with a load mode (``load``, the default, or ``loadscope``/``loadfile``/``loadgroup``):
+    the scopes above, in the workers' collection order (not re-sorted by size)."""
     if config.getoption("dist") not in ("load", "loadscope", "loadfile", "loadgroup"):
         return None  # each, worksteal: xdist's own
     from xdist.scheduler import LoadScopeScheduling

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 from pathlib import Path
 
 import pytest
@@ -11,20 +12,33 @@ from tests.support.references import TINY_RESUME, uninterrupted_overrides
 
 
 @pytest.fixture(scope="session")
-def uninterrupted_12ba(demo_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def uninterrupted_12ba(
+    demo_data: Path, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Path:
     """One uninterrupted ``composer -n 2`` run of :func:`uninterrupted_overrides`: its folder (``checkpoints/``,
     ``metrics-rank0.jsonl``, ``metrics-rank1.jsonl``), the oracle of the kill-and-resume chain
     (test_checkpoint_faults.py) and of the two launchers on one folder (test_folder_owner.py). Read it, never write.
 
     The checkpoint guard's settings differ between those tests and do not reach the checkpoints (the guard keeps no
-    state), so one run serves both: a 2-rank launch less per suite (~1 min on 2 cores).
+    state), so one run serves both, and the finished-run relaunch (test_clean_exit.py): two 2-rank launches less per
+    suite (~1 min each on 2 cores).
     """
-    run_dir = tmp_path_factory.mktemp("uninterrupted")
-    for attempt in range(2):
-        log = run_dir.parent / f"{run_dir.name}-{attempt}.log"
-        proc = launch(TINY_RESUME, uninterrupted_overrides(demo_data, run_dir), nproc=2, log=log)
-        status = proc.wait(timeout=900)
-        if status == 0:
+    # One run for the whole session, workers included: under pytest-xdist each worker has its own base folder inside
+    # the session's, where the first worker to need it trains it while the others wait on the lock.
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if hasattr(request.config, "workerinput") else base
+    run_dir = shared / "uninterrupted_12ba"
+    with open(shared / "uninterrupted_12ba.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (run_dir / "trained").exists():
             return run_dir
-        assert attempt == 0 and lost_shm_race(log.read_text()), log.read_text()[-4000:]
+        run_dir.mkdir(exist_ok=True)
+        for attempt in range(2):
+            log = shared / f"uninterrupted_12ba-{attempt}.log"
+            proc = launch(TINY_RESUME, uninterrupted_overrides(demo_data, run_dir), nproc=2, log=log)
+            status = proc.wait(timeout=900)
+            if status == 0:
+                (run_dir / "trained").touch()
+                return run_dir
+            assert attempt == 0 and lost_shm_race(log.read_text()), log.read_text()[-4000:]
     raise AssertionError("unreachable")

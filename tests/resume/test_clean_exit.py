@@ -35,7 +35,7 @@ import pytest
 from foundry_ext import _exit as clean_exit
 from foundry_ext.trainer.checkpoint_guard.owner import OWNER_FILE
 from tests.support.launcher import REPO
-from tests.support.multirank import free_port, launch, lost_shm_race
+from tests.support.multirank import free_port, launch, lost_shm_race, rank_statuses
 from tests.support.references import TINY_RESUME, uninterrupted_overrides
 
 RANK_SCRIPT = REPO / "tests" / "support" / "gil_at_exit.py"
@@ -189,17 +189,10 @@ def test_a_refusal_at_the_first_call_ends_both_ranks_with_status_2(demo_data: Pa
     ]
     for attempt in range(1, REFUSALS + 1):
         status_dir = tmp_path / f"status-{attempt}"
-        status_dir.mkdir()
         for again in (False, True):
             log = tmp_path / f"refusal-{attempt}{'-again' if again else ''}.log"
-            wrapper = ["--command_mode", str(REPO / "tests" / "support" / "rank_status.sh"), str(status_dir)]
             proc = launch(
-                REPO / "yamls" / "tiny-wsd.yaml",
-                overrides,
-                nproc=2,
-                log=log,
-                launcher_args=["--master_port", str(free_port()), *wrapper, sys.executable],
-                cwd=tmp_path,
+                REPO / "yamls" / "tiny-wsd.yaml", overrides, nproc=2, log=log, cwd=tmp_path, rank_status=status_dir
             )
             try:
                 launcher_status = proc.wait(timeout=600)
@@ -210,7 +203,7 @@ def test_a_refusal_at_the_first_call_ends_both_ranks_with_status_2(demo_data: Pa
             output = log.read_text()
             if not lost_shm_race(output):
                 break
-        statuses = {rank: (status_dir / f"rank{rank}").read_text().strip() for rank in (0, 1)}
+        statuses = rank_statuses(status_dir, 2)
         assert statuses == {0: "2", 1: "2"}, f"refusal {attempt}: {statuses}\n{output[-3000:]}"
         assert launcher_status == 2, output[-3000:]
         errors = [line for line in output.splitlines() if line.startswith("foundry-ext: error:")]

@@ -23,7 +23,7 @@ import pytest
 
 from foundry_ext.trainer.checkpoint_guard.owner import LOCK_FILE, OWNER_FILE, FolderBusy, FolderUnwritable, Ownership
 from tests.support.launcher import REPO
-from tests.support.multirank import FAULT_HOOKS, JSONL_LOGGER, checkpoint_differences, kill, launch
+from tests.support.multirank import FAULT_HOOKS, JSONL_LOGGER, checkpoint_differences, kill, launch, rank_statuses
 
 YAML = REPO / "yamls" / "tiny-resume.yaml"
 STALE_AFTER = 3.0
@@ -161,6 +161,7 @@ def _wait(what: str, condition, proc: subprocess.Popen, log: Path, timeout: floa
         time.sleep(0.01)
 
 
+@pytest.mark.kills_mid_run  # implies slow; one at a time under xdist (tests/conftest.py)
 @pytest.mark.slow
 def test_two_launchers_on_one_folder(demo_data: Path, uninterrupted_12ba: Path, tmp_path: Path) -> None:
     # the same YAML, never killed (shared: tests/resume/conftest.py; the guard's settings do not reach checkpoints)
@@ -185,9 +186,10 @@ def test_two_launchers_on_one_folder(demo_data: Path, uninterrupted_12ba: Path, 
               tmp_path / "first.log")  # fmt: skip
         owner = _record(folder)
         # the second launcher, while the first trains and writes: one line, status non-zero, nothing touched
-        second = launch(YAML, args, nproc=2, log=tmp_path / "second.log")
-        assert second.wait(timeout=600) != 0
+        second = launch(YAML, args, nproc=2, log=tmp_path / "second.log", rank_status=tmp_path / "second-status")
+        assert second.wait(timeout=600) == 2
         output = (tmp_path / "second.log").read_text()
+        assert rank_statuses(tmp_path / "second-status", 2) == {0: "2", 1: "2"}, output[-4000:]  # each rank's own
         refusals = [line for line in output.splitlines() if "callbacks.checkpoint_guard: error:" in line]
         assert len(refusals) == 1 and "is owned by a live run, run 'tiny-resume'" in refusals[0], output[-4000:]
         assert f"pid {owner['pid']}" in refusals[0]

@@ -155,6 +155,7 @@ def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+@pytest.mark.kills_mid_run  # implies slow; one at a time under xdist (tests/conftest.py)
 @pytest.mark.slow
 def test_two_nodes_kill_one_restart_both(demo_data: Path, tmp_path: Path) -> None:
     if not _own_shm_works():

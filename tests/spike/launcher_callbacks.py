@@ -1,7 +1,8 @@
 """Test callbacks for ``composer train.py`` runs, registered in llm-foundry's registry through ``code_paths:``.
 
-* ``spike_test_overflow: {at: [...]}``: the training loss of those batches (0-indexed) times inf, as an fp overflow
-  makes it (listed before ``spike_guard`` in the YAML, so the guard reads the spoilt loss);
+* ``spike_test_overflow: {at: [...], ranks: [...]}``: the training loss of those batches (0-indexed) times inf, as an
+  fp overflow makes it, on the ranks listed (default: every rank) (listed before ``spike_guard`` in the YAML, so the
+  guard reads the spoilt loss);
 * ``spike_test_probe: {}``: at each batch end, one line ``spike_test: batch B guard X composer Y``: the loss of the
   guard's last accepted step (its window's newest) beside Composer's ``loss/train/total`` (reduced over the ranks);
 * ``$SPIKE_TEST_SLOW_RANK0=S``: rank 0 sleeps ``S`` seconds when this file is imported (before llm-foundry reads the
@@ -25,12 +26,13 @@ from foundry_ext.trainer.spike_guard.callback import SpikeGuard
 
 
 class Overflow(Callback):
-    def __init__(self, at: Iterable[int] = ()) -> None:
+    def __init__(self, at: Iterable[int] = (), ranks: Iterable[int] | None = None) -> None:
         self.at = {int(b) for b in at}
+        self.here = ranks is None or int(os.environ.get("RANK", "0")) in {int(r) for r in ranks}
 
     def after_loss(self, state: State, logger: Logger) -> None:
         del logger
-        if state.timestamp.batch.value in self.at:
+        if self.here and state.timestamp.batch.value in self.at:
             state.loss = state.loss * float("inf")  # type: ignore[operator]
 
 

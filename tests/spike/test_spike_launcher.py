@@ -2,6 +2,8 @@
 
 * a bad key of the guard with ``composer -n 2``: one line naming it, exit 2, no batch trained, even when rank 1 meets
   the refusal first (rank 0 delayed: it used to make the launcher SIGTERM rank 0 and exit 241);
+* the same burst on rank 1 alone with ``composer -n 2``: both ranks skip the same batches and both end with the
+  stop's status 3 (each rank's own status, not only the launcher's);
 * a burst (the loss of batches 5-7 made inf, as an fp overflow does, by ``tests/spike/launcher_callbacks.py`` loaded
   through ``code_paths:``) with the guard on: the guard's loss is Composer's ``loss/train/total`` at every accepted
   batch (2 micro-batches each), the three batches skipped, the run stopped with status 3 and the continuation written;
@@ -23,15 +25,22 @@ from pathlib import Path
 import pytest
 
 from tests.support.launcher import REPO
-from tests.support.multirank import launch, lost_shm_race
+from tests.support.multirank import launch, lost_shm_race, rank_statuses
 
 YAML = REPO / "yamls" / "tiny-wsd.yaml"
 CALLBACKS = REPO / "tests" / "spike" / "launcher_callbacks.py"
 
 
-def _launch(overrides: list[str], log: Path, *, nproc: int = 1, env: dict[str, str] | None = None) -> tuple[int, str]:
+def _launch(
+    overrides: list[str],
+    log: Path,
+    *,
+    nproc: int = 1,
+    env: dict[str, str] | None = None,
+    rank_status: Path | None = None,
+) -> tuple[int, str]:
     for _ in range(2):  # a launch that lost the /dev/shm name race to another job is started again
-        proc = launch(YAML, overrides, nproc=nproc, log=log, env=env)
+        proc = launch(YAML, overrides, nproc=nproc, log=log, env=env, rank_status=rank_status)
         try:
             status = proc.wait(timeout=300)
         except subprocess.TimeoutExpired:
@@ -75,6 +84,29 @@ def test_bad_guard_key_through_composer_n2_is_one_line_and_exit_2(demo_data: Pat
     codes = dict(re.findall(r"Global rank (\d+) \(PID \d+\) exited with code (-?\d+)", output))
     assert codes.get("0") == "2", output[-3000:]  # rank 0 ended first, by its own refusal
     assert set(codes.values()) <= {"2", "143", "-15"}, output[-3000:]  # the others: their own refusal, or the launcher
+
+
+@pytest.mark.launcher
+def test_a_burst_on_rank_1_alone_stops_both_ranks_with_status_3(demo_data: Path, tmp_path: Path) -> None:
+    """Rank 1's loss is inf at batches 5-7, rank 0's is finite: the guard decides on the loss reduced over the ranks,
+    so both skip batches 6-8 and both stop after the third skip with the stop's status, 3."""
+    statuses = tmp_path / "status"
+    status, output = _launch(
+        [
+            *_base(demo_data, tmp_path),
+            "callbacks.spike_test_overflow={at: [5, 6, 7], ranks: [1]}",
+            "callbacks.spike_guard={window: 8, min_history: 4, max_skips: 3}",
+        ],
+        tmp_path / "burst2.log",
+        nproc=2,
+        rank_status=statuses,
+    )
+    assert rank_statuses(statuses, 2) == {0: "3", 1: "3"}, output[-3000:]
+    assert status == 3, output[-3000:]
+    skipped = re.findall(r"spike_guard: skipped batch (\d+): loss inf .*reason non-finite", output)
+    assert skipped == ["6", "7", "8"], output[-3000:]  # rank 0's console: it skipped rank 1's bad batches too
+    assert "spike_guard: stopped at batch 8: 3 consecutive skips (max_skips 3)" in output, output[-3000:]
+    assert "Traceback" not in output, output[-3000:]
 
 
 @pytest.fixture(scope="module")

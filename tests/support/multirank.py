@@ -15,6 +15,7 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +25,20 @@ import torch
 from foundry_ext.checkpoint import load_checkpoint_safely
 from tests.support.launcher import COMPOSER, REPO, TRAIN_PY
 
-__all__ = ["checkpoint_differences", "free_port", "kill", "launch", "lost_shm_race", "read_metrics", "same_bits"]
+__all__ = [
+    "checkpoint_differences",
+    "free_port",
+    "kill",
+    "launch",
+    "lost_shm_race",
+    "rank_statuses",
+    "read_metrics",
+    "same_bits",
+]
 
 JSONL_LOGGER = REPO / "tests" / "support" / "jsonl_logger.py"
 FAULT_HOOKS = REPO / "tests" / "support" / "fault_hooks.py"
+RANK_STATUS = REPO / "tests" / "support" / "rank_status.sh"
 
 
 def free_port() -> int:
@@ -46,20 +57,35 @@ def launch(
     launcher_args: list[str] | None = None,
     cwd: Path = REPO,
     prefix: tuple[str, ...] = (),
+    rank_status: Path | None = None,
 ) -> subprocess.Popen:
     """Start ``composer -n nproc train.py yaml_path overrides...`` in the repository, output to ``log``.
 
     ``launcher_args`` replace ``--master_port <a free port>`` (a node of a multi-node job names its rank and node 0's
     address and port). ``cwd``: where it runs (each node of a job has its own: llm-foundry's ranks signal each
-    other through files named alike on every node, in the working directory).
+    other through files named alike on every node, in the working directory). ``rank_status``: a folder where each
+    rank writes its own exit status (``tests/support/rank_status.sh``; read them with :func:`rank_statuses`): the
+    launcher reports the first rank to end and SIGTERMs the others, so its own status says nothing of theirs.
     """
     launcher = launcher_args if launcher_args is not None else ["--master_port", str(free_port())]
+    if rank_status is not None:
+        rank_status.mkdir(parents=True, exist_ok=True)
+        launcher = [*launcher, "--command_mode", str(RANK_STATUS), str(rank_status), sys.executable]
     cmd = [*prefix, str(COMPOSER), "-n", str(nproc), *launcher, str(TRAIN_PY), str(yaml_path)]
     full_env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1", **(env or {})}
     with open(log, "w") as out:  # the child keeps its own copy of the descriptor
         return subprocess.Popen(
             [*cmd, *overrides], cwd=cwd, env=full_env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
         )
+
+
+def rank_statuses(folder: Path, nproc: int) -> dict[int, str]:
+    """Each rank's exit status, as ``tests/support/rank_status.sh`` wrote it in a launch with ``rank_status=folder``
+    (``"missing"`` for a rank that wrote none: it was SIGKILLed, or never started)."""
+    return {
+        rank: (folder / f"rank{rank}").read_text().strip() if (folder / f"rank{rank}").exists() else "missing"
+        for rank in range(nproc)
+    }
 
 
 def lost_shm_race(output: str) -> bool:
