@@ -6,18 +6,18 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-# The quick tier runs in one process. The full suite runs on two pytest-xdist workers, each in a mount namespace with
-# a /dev/shm of its own (tests/support/own_shm_python: mosaicml-streaming's shared-memory names race between runs
-# that start together on one /dev/shm), where the machine allows one (root, or a user allowed to unshare); otherwise,
-# and with FOUNDRY_EXT_TEST_WORKERS=1, in one process. tests/conftest.py decides which tests share a worker.
+# Both tiers run in one process. FOUNDRY_EXT_TEST_WORKERS=2 runs the full suite on two pytest-xdist workers, each in a
+# mount namespace with a /dev/shm of its own (tests/support/own_shm_python: mosaicml-streaming's shared-memory names
+# race between runs that start together on one /dev/shm) where the machine allows one (root, or a user allowed to
+# unshare). Not the default: on this 2-core machine it was not faster (docs/contributing.md, "Test tiers").
 tier=()
 workers=()
 if [ "${1:-}" = "--quick" ]; then
     shift
     tier=(-m "not slow")
-elif [ "${FOUNDRY_EXT_TEST_WORKERS:-2}" != 1 ]; then
+elif [ "${FOUNDRY_EXT_TEST_WORKERS:-1}" != 1 ]; then
     if unshare --mount --propagation private sh -c 'mount -t tmpfs shm /dev/shm' 2>/dev/null; then
-        workers=(--tx "${FOUNDRY_EXT_TEST_WORKERS:-2}*popen//python=tests/support/own_shm_python" --dist load)
+        workers=(--tx "${FOUNDRY_EXT_TEST_WORKERS}*popen//python=tests/support/own_shm_python" --dist load)
     else
         echo "test.sh: no /dev/shm of its own per worker here (unshare --mount is not permitted): one process" >&2
     fi

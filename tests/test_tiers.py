@@ -162,22 +162,29 @@ def test_the_file_reading_sees_heavy_tests(tmp_path: Path) -> None:
     assert quick_tests(marked) == ()
 
 
-def test_the_full_suite_s_workers_keep_2_rank_files_in_one_scope_and_every_other_file_whole() -> None:
-    """tests/conftest.py's pytest-xdist scheduling (`bash scripts/test.sh -n 2`), on the nodeids the workers report."""
-    from tests.conftest import TWO_RANKS, _scope
+def test_the_full_suite_s_workers_keep_the_kills_in_one_scope_and_every_other_file_whole() -> None:
+    """tests/conftest.py's pytest-xdist scheduling (`FOUNDRY_EXT_TEST_WORKERS=2 bash scripts/test.sh`), on the
+    nodeids the workers report."""
+    from tests.conftest import KILLS_MID_RUN, _order, _scope
 
-    two_ranks = [  # the launcher tests that must never share the 2 cores with each other
+    kills = [  # the launcher tests that SIGKILL a run at a moment: never two at once
         "tests/resume/test_checkpoint_faults.py::test_kill_at_ten_moments_then_the_same_command_resumes_exactly",
-        "tests/resume/test_clean_exit.py::test_the_finished_run_relaunch_exits_0_every_time",
         "tests/resume/test_folder_owner.py::test_two_launchers_on_one_folder",
         "tests/resume/test_two_nodes.py::test_two_nodes_kill_one_restart_both",
         "tests/resume/test_resume.py::test_load_path_and_autoresume_after_sigkill_match_the_uninterrupted_run",
         "tests/anneal/test_anneal_exact.py::test_a_killed_branch_resumes_from_its_own_checkpoint_and_trains_as_the_"
         "planned_run",
+    ]
+    assert {_scope(nodeid) for nodeid in kills} == {KILLS_MID_RUN}
+    assert {_order(nodeid) for nodeid in kills} == {0}
+    ranks = [  # other 2-rank files: each its own scope, handed out next
+        "tests/resume/test_clean_exit.py::test_the_finished_run_relaunch_exits_0_every_time",
         "tests/lr_find/test_lr_find.py::test_two_ranks_through_the_launcher_agree",
         "tests/spike/test_guard.py::test_two_ranks_decide_alike_and_skip_bitwise",
     ]
-    assert {_scope(nodeid) for nodeid in two_ranks} == {TWO_RANKS}
+    assert [_scope(nodeid) for nodeid in ranks] == [nodeid.split("::")[0] for nodeid in ranks]
+    assert {_order(nodeid) for nodeid in ranks} == {1}
+    assert _order("tests/test_tiers.py::test_x") == _order("docs/cli.md::line:706,column:1") == 2
     # a docs page's blocks share a namespace and a folder: the page is one scope; any other file is its own
     assert _scope("docs/cli.md::line:706,column:1") == "docs/cli.md"
     assert _scope("README.md::line:182,column:1") == "README.md"
