@@ -16,7 +16,7 @@ if [ "${1:-}" = "--quick" ]; then
     shift
     tier=(-m "not slow")
 elif [ "${FOUNDRY_EXT_TEST_WORKERS:-1}" != 1 ]; then
-    if unshare --mount --propagation private sh -c 'mount -t tmpfs shm /dev/shm' 2>/dev/null; then
+    if tests/support/own_shm true 2>/dev/null; then
         workers=(--tx "${FOUNDRY_EXT_TEST_WORKERS}*popen//python=tests/support/own_shm_python" --dist load)
     else
         echo "test.sh: no /dev/shm of its own per worker here (unshare --mount is not permitted): one process" >&2
