@@ -12,6 +12,15 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # unshare). Not the default: on this 2-core machine it was not faster (docs/contributing.md, "Test tiers").
 tier=()
 workers=()
+most=$((4 * $(nproc)))  # 4 per core
+case "${FOUNDRY_EXT_TEST_WORKERS:-1}" in
+    *[!0-9]* | 0* | ?????*) ok=false ;;  # not digits, a leading 0, 5 digits or more
+    *) [ "${FOUNDRY_EXT_TEST_WORKERS:-1}" -le "$most" ] && ok=true || ok=false ;;
+esac
+if [ "$ok" != true ]; then
+    echo "test.sh: error: FOUNDRY_EXT_TEST_WORKERS='$FOUNDRY_EXT_TEST_WORKERS': expected a whole number of workers from 1 to $most (4 per core here)" >&2
+    exit 2
+fi
 if [ "${1:-}" = "--quick" ]; then
     shift
     tier=(-m "not slow")
