@@ -12,7 +12,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # unshare). Not the default: on this 2-core machine it was not faster (docs/contributing.md, "Test tiers").
 tier=()
 workers=()
-most=$((4 * $(nproc)))  # 4 per core
+most=$((4 * $(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)))  # 4 per core (nproc alone counts OMP_NUM_THREADS)
 case "${FOUNDRY_EXT_TEST_WORKERS:-1}" in
     *[!0-9]* | 0* | ?????*) ok=false ;;  # not digits, a leading 0, 5 digits or more
     *) [ "${FOUNDRY_EXT_TEST_WORKERS:-1}" -le "$most" ] && ok=true || ok=false ;;
