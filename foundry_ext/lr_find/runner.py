@@ -224,17 +224,32 @@ def derive_config(
     return derived, ignored
 
 
-def _register() -> None:
-    """Make the ramp and the recorder buildable by name in this process (not entry points: see docs/cli.md)."""
+@contextlib.contextmanager
+def _registered() -> Iterator[None]:
+    """The ramp and the recorder buildable by name in this process during the run, and gone after it.
+
+    Registered by hand, not as entry points (see docs/cli.md); removed after, so that a process that goes on (a
+    notebook, a test session) finds llm-foundry's registry as it was, with no scheduler name it did not install.
+    """
+    import catalogue
     from llmfoundry import registry
 
     from foundry_ext.lr_find.ramp import ExponentialRampScheduler
     from foundry_ext.lr_find.recorder import LRFindRecorder
 
-    if _SCHEDULER_NAME not in registry.schedulers.get_all():
-        registry.schedulers.register(_SCHEDULER_NAME, func=ExponentialRampScheduler)
-    if _CALLBACK_NAME not in registry.callbacks.get_all():
-        registry.callbacks.register(_CALLBACK_NAME, func=LRFindRecorder)
+    added = []
+    for names, name, func in (
+        (registry.schedulers, _SCHEDULER_NAME, ExponentialRampScheduler),
+        (registry.callbacks, _CALLBACK_NAME, LRFindRecorder),
+    ):
+        if name not in names.get_all():
+            names.register(name, func=func)
+            added.append((*names.namespace, name))
+    try:
+        yield
+    finally:
+        for key in added:
+            catalogue.REGISTRY.pop(key, None)
 
 
 @contextlib.contextmanager
@@ -296,11 +311,10 @@ def lr_find(
         raise ValueError(f"reading: {reading!r} is not one of {', '.join(READINGS)}")
     derived, ignored = derive_config(cfg, lr_min, lr_max, batches, beta, progress)
     derived["callbacks"].update({name: dict(kwargs) for name, kwargs in (callbacks or {}).items()})
-    _register()
     start = time.perf_counter()
     # the ramp stops mid-epoch (or the run raises): its dataset threads and shared memory must not outlive it
     with streaming_cleanup():
-        with _env(MOSAICML_PLATFORM="false"):
+        with _registered(), _env(MOSAICML_PLATFORM="false"):
             trainer = train(OmegaConf.create(derived))
         try:
             recorder = next(c for c in trainer.state.callbacks if isinstance(c, LRFindRecorder))

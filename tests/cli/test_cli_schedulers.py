@@ -18,9 +18,7 @@ def blocks(out: str) -> dict[str, str]:
 def test_lists_every_registered_scheduler(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["schedulers"]) == 0
     listed = blocks(capsys.readouterr().out)
-    # an LR range test run earlier in this process (pytest-xdist's order) registers its own ramp in llm-foundry's
-    # registry, in-process only: no YAML can name it, and the listing (from the entry points) leaves it out
-    assert set(listed) == set(registry.schedulers.get_all()) - {"foundry_ext_lr_find_ramp"}
+    assert set(listed) == set(registry.schedulers.get_all())
     assert "foundry-ext (entry point)" in listed["warmup_stable_decay"]
     assert "t_warmup='0ba', t_decay='0.2dur'" in listed["warmup_stable_decay"]
     assert "llm-foundry (built in)" in listed["cosine_with_warmup"]

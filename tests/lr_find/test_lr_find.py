@@ -408,10 +408,15 @@ def retry_shm_race(fn: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 def test_recorded_lr_is_the_lr_the_optimizer_used(demo_data: Path, lr_watch: Any) -> None:
+    from llmfoundry import registry
+
+    names = {"schedulers": set(registry.schedulers.get_all()), "callbacks": set(registry.callbacks.get_all())}
     # A narrow range that cannot diverge: the run goes to the end.
     result = retry_shm_race(
         lr_find, tiny_config(demo_data), lr_min=1e-6, lr_max=1e-4, batches=20, progress=False, callbacks=lr_watch
     )
+    # the ramp and the recorder were registered for the run only: this process's registry is as it was
+    assert {"schedulers": set(registry.schedulers.get_all()), "callbacks": set(registry.callbacks.get_all())} == names
     watched = LRWatch.last
     assert watched is not None
     assert result.batches_run == 20 and not result.stopped_early
