@@ -88,7 +88,6 @@ def _files(folder: Path) -> dict[str, bytes | str]:
 
 
 @pytest.mark.kills_mid_run  # implies slow; one at a time under xdist (tests/conftest.py)
-@pytest.mark.slow
 @pytest.mark.timeout(1800)
 def test_a_killed_branch_resumes_from_its_own_checkpoint_and_trains_as_the_planned_run(
     demo_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.multirank import launch, lost_shm_race
+from tests.support.multirank import launch_and_wait
 from tests.support.references import TINY_RESUME, uninterrupted_overrides
 
 
@@ -33,12 +33,10 @@ def uninterrupted_12ba(
         if (run_dir / "trained").exists():
             return run_dir
         run_dir.mkdir(exist_ok=True)
-        for attempt in range(2):
-            log = shared / f"uninterrupted_12ba-{attempt}.log"
-            proc = launch(TINY_RESUME, uninterrupted_overrides(demo_data, run_dir), nproc=2, log=log)
-            status = proc.wait(timeout=900)
-            if status == 0:
-                (run_dir / "trained").touch()
-                return run_dir
-            assert attempt == 0 and lost_shm_race(log.read_text()), log.read_text()[-4000:]
-    raise AssertionError("unreachable")
+        log = shared / "uninterrupted_12ba.log"
+        status, output = launch_and_wait(
+            TINY_RESUME, uninterrupted_overrides(demo_data, run_dir), nproc=2, log=log, timeout=900
+        )
+        assert status == 0, output[-4000:]
+        (run_dir / "trained").touch()
+        return run_dir

@@ -183,7 +183,6 @@ def _first_lr_step(path: Path, offset: int) -> int | None:
 
 
 @pytest.mark.kills_mid_run  # implies slow; one at a time under xdist (tests/conftest.py)
-@pytest.mark.slow
 @pytest.mark.timeout(1800)
 def test_kill_at_ten_moments_then_the_same_command_resumes_exactly(
     demo_data: Path, uninterrupted_12ba: Path, tmp_path: Path

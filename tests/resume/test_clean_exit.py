@@ -35,7 +35,7 @@ import pytest
 from foundry_ext import _exit as clean_exit
 from foundry_ext.trainer.checkpoint_guard.owner import OWNER_FILE
 from tests.support.launcher import REPO
-from tests.support.multirank import free_port, launch, lost_shm_race, rank_statuses
+from tests.support.multirank import free_port, launch_and_wait, rank_statuses
 from tests.support.references import TINY_RESUME, uninterrupted_overrides
 
 RANK_SCRIPT = REPO / "tests" / "support" / "gil_at_exit.py"
@@ -139,10 +139,8 @@ def test_the_finished_run_relaunch_exits_0_every_time(finished_run: tuple[Path, 
     checkpoint = run_dir / "checkpoints" / LAST
     sha = hashlib.sha256(checkpoint.read_bytes()).hexdigest()
     for attempt in range(1, RELAUNCHES + 1):
-        output = _launch(run_dir, overrides, f"relaunch {attempt}")
-        if output is None:  # another job on this machine took the same /dev/shm name: not this test's question
-            output = _launch(run_dir, overrides, f"relaunch {attempt} again")
-        assert output is not None
+        status, output = launch_and_wait(TINY_RESUME, overrides, nproc=2, log=run_dir / f"relaunch-{attempt}.log")
+        assert status == 0, f"relaunch {attempt}: the launcher exited {status}:\n{output[-3000:]}"
         assert FINISHED in output, f"relaunch {attempt}: no finished line:\n{output[-3000:]}"
         for rank in (0, 1):  # the launcher shows rank 0 only; train.py keeps each rank's console in a log
             log = (run_dir / f"train-rank{rank}.log").read_text()
@@ -150,23 +148,6 @@ def test_the_finished_run_relaunch_exits_0_every_time(finished_run: tuple[Path, 
         assert ABORT not in output, output[-3000:]
         assert not (run_dir / "checkpoints" / OWNER_FILE).exists(), f"relaunch {attempt}: the folder was not released"
     assert hashlib.sha256(checkpoint.read_bytes()).hexdigest() == sha
-
-
-def _launch(run_dir: Path, overrides: list[str], what: str) -> str | None:
-    """Launch; the launcher's output, or None when the launch lost the /dev/shm name race before training."""
-    log = run_dir / f"{what.replace(' ', '-')}.log"
-    proc = launch(TINY_RESUME, overrides, nproc=2, log=log)
-    try:
-        status = proc.wait(timeout=300)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        pytest.fail(f"{what}: over 300 s:\n{log.read_text()[-3000:]}")
-    output = log.read_text()
-    if status != 0 and lost_shm_race(output):
-        return None
-    assert status == 0, f"{what}: the launcher exited {status}:\n{output[-3000:]}"
-    return output
 
 
 REFUSALS = int(os.environ.get("FOUNDRY_EXT_REFUSALS", "3"))  # ~25 s a launch on an idle 2-core machine
@@ -189,20 +170,15 @@ def test_a_refusal_at_the_first_call_ends_both_ranks_with_status_2(demo_data: Pa
     ]
     for attempt in range(1, REFUSALS + 1):
         status_dir = tmp_path / f"status-{attempt}"
-        for again in (False, True):
-            log = tmp_path / f"refusal-{attempt}{'-again' if again else ''}.log"
-            proc = launch(
-                REPO / "yamls" / "tiny-wsd.yaml", overrides, nproc=2, log=log, cwd=tmp_path, rank_status=status_dir
-            )
-            try:
-                launcher_status = proc.wait(timeout=600)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-                pytest.fail(f"refusal {attempt}: over 600 s:\n{log.read_text()[-3000:]}")
-            output = log.read_text()
-            if not lost_shm_race(output):
-                break
+        launcher_status, output = launch_and_wait(
+            REPO / "yamls" / "tiny-wsd.yaml",
+            overrides,
+            nproc=2,
+            log=tmp_path / f"refusal-{attempt}.log",
+            timeout=600,
+            cwd=tmp_path,
+            rank_status=status_dir,
+        )
         statuses = rank_statuses(status_dir, 2)
         assert statuses == {0: "2", 1: "2"}, f"refusal {attempt}: {statuses}\n{output[-3000:]}"
         assert launcher_status == 2, output[-3000:]

@@ -162,7 +162,6 @@ def _wait(what: str, condition, proc: subprocess.Popen, log: Path, timeout: floa
 
 
 @pytest.mark.kills_mid_run  # implies slow; one at a time under xdist (tests/conftest.py)
-@pytest.mark.slow
 def test_two_launchers_on_one_folder(demo_data: Path, uninterrupted_12ba: Path, tmp_path: Path) -> None:
     # the same YAML, never killed (shared: tests/resume/conftest.py; the guard's settings do not reach checkpoints)
     ref_ckpt = uninterrupted_12ba / "checkpoints"

@@ -110,7 +110,6 @@ def _plateau(checkpoint: Path) -> dict[str, Any]:
 
 
 @pytest.mark.kills_mid_run  # implies slow; one at a time under xdist (tests/conftest.py)
-@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_load_path_and_autoresume_after_sigkill_match_the_uninterrupted_run(demo_dir: Path, tmp_path: Path) -> None:
     timings: dict[str, float] = {}

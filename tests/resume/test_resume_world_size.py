@@ -26,7 +26,7 @@ import torch
 
 from foundry_ext.checkpoint import load_checkpoint_safely
 from tests.support.launcher import REPO
-from tests.support.multirank import JSONL_LOGGER, launch, lost_shm_race, read_metrics, same_bits
+from tests.support.multirank import JSONL_LOGGER, launch_and_wait, read_metrics, same_bits
 
 YAML = REPO / "yamls" / "tiny-resume.yaml"
 LR = "lr-DecoupledAdamW/group0"
@@ -48,11 +48,8 @@ def _run(tmp_path: Path, name: str, nproc: int, data: Path, *extra: str) -> Path
     ]
     log = tmp_path / f"{name}.log"
     start = time.perf_counter()
-    for _ in range(3):
-        proc = launch(YAML, overrides, nproc=nproc, log=log)
-        if proc.wait(timeout=900) == 0 or not lost_shm_race(log.read_text()):
-            break
-    assert proc.returncode == 0, f"{name}:\n{log.read_text()[-4000:]}"
+    status, output = launch_and_wait(YAML, overrides, nproc=nproc, log=log, timeout=900)
+    assert status == 0, f"{name}:\n{output[-4000:]}"
     print(f"{name}: {time.perf_counter() - start:.0f}s")
     logs = [read_metrics(run_dir / f"metrics-rank{r}.jsonl") for r in range(nproc)]
     assert all(other == logs[0] for other in logs), f"{name}: the ranks logged different values"

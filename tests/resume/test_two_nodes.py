@@ -155,7 +155,6 @@ def _sha(path: Path) -> str:
 
 
 @pytest.mark.kills_mid_run  # implies slow; one at a time under xdist (tests/conftest.py)
-@pytest.mark.slow
 def test_two_nodes_kill_one_restart_both(demo_data: Path, tmp_path: Path) -> None:
     if not _own_shm_works():
         pytest.skip("two nodes on one machine need a /dev/shm each: `unshare --mount` is not permitted here")

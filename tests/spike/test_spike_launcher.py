@@ -15,17 +15,14 @@
 from __future__ import annotations
 
 import math
-import os
 import re
 import shlex
-import signal
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.support.launcher import REPO
-from tests.support.multirank import launch, lost_shm_race, rank_statuses
+from tests.support.multirank import launch_and_wait, rank_statuses
 
 YAML = REPO / "yamls" / "tiny-wsd.yaml"
 CALLBACKS = REPO / "tests" / "spike" / "launcher_callbacks.py"
@@ -39,18 +36,7 @@ def _launch(
     env: dict[str, str] | None = None,
     rank_status: Path | None = None,
 ) -> tuple[int, str]:
-    for _ in range(2):  # a launch that lost the /dev/shm name race to another job is started again
-        proc = launch(YAML, overrides, nproc=nproc, log=log, env=env, rank_status=rank_status)
-        try:
-            status = proc.wait(timeout=300)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            pytest.fail(f"over 300 s:\n{log.read_text()[-3000:]}")
-        output = log.read_text()
-        if not lost_shm_race(output):
-            break
-    return status, output
+    return launch_and_wait(YAML, overrides, nproc=nproc, log=log, env=env, rank_status=rank_status)
 
 
 def _base(demo_data: Path, folder: Path) -> list[str]:

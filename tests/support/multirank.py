@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 import torch
 
 from foundry_ext.checkpoint import load_checkpoint_safely
@@ -30,6 +31,7 @@ __all__ = [
     "free_port",
     "kill",
     "launch",
+    "launch_and_wait",
     "lost_shm_race",
     "rank_statuses",
     "read_metrics",
@@ -77,6 +79,25 @@ def launch(
         return subprocess.Popen(
             [*cmd, *overrides], cwd=cwd, env=full_env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
         )
+
+
+def launch_and_wait(
+    yaml_path: Path, overrides: list[str], *, nproc: int, log: Path, timeout: float = 300, **kwargs: Any
+) -> tuple[int, str]:
+    """:func:`launch`, wait, and return the launcher's status and output; started once more when it lost the
+    ``/dev/shm`` name race (:func:`lost_shm_race`). Over ``timeout`` seconds: the launcher and its ranks are killed
+    and the test fails with the output's tail. ``kwargs``: :func:`launch`'s."""
+    for _ in range(2):
+        proc = launch(yaml_path, overrides, nproc=nproc, log=log, **kwargs)
+        try:
+            status = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            kill(proc)
+            pytest.fail(f"{log.name}: over {timeout:g} s:\n{log.read_text()[-3000:]}")
+        output = log.read_text()
+        if status == 0 or not lost_shm_race(output):
+            break
+    return status, output
 
 
 def rank_statuses(folder: Path, nproc: int) -> dict[int, str]:
