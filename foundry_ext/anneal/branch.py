@@ -135,6 +135,7 @@ def plan_branch(
     kept = None if "://" in folder else Path(folder) / KEPT_FOLDER / source.path.name
     if kept is not None:
         branch_cfg["load_path"] = str(kept)
+    notes.extend(_branch_knobs_in_overrides(overrides, shape, alpha))
     if source.sharded:
         notes.append(
             "note: a sharded checkpoint (FSDP) loads only on the process group FSDP runs on: train the branch on "
@@ -426,6 +427,32 @@ def _warmup(cfg: Mapping[str, Any], source: Source) -> dict[str, Any]:
             if key in block:
                 keys[key] = block[key]
     return keys
+
+
+def _branch_knobs_in_overrides(overrides: Sequence[str], shape: str, alpha: float) -> list[str]:
+    """A note for each ``scheduler.decay_type=`` or ``scheduler.alpha_f=`` override unlike ``--shape``, ``--floor``.
+
+    Overrides describe the stable run (its scheduler block is replaced), so such a value does not reach the branch,
+    while it reads as if it should.
+    """
+
+    def differs(key: str, given: str) -> bool:
+        if key == "decay_type":
+            return given != shape
+        try:
+            return float(given) != alpha
+        except ValueError:
+            return True
+
+    notes = []
+    for key, option, used in (("decay_type", "--shape", shape), ("alpha_f", "--floor", f"{alpha:g}")):
+        given = _override(overrides, f"scheduler.{key}")
+        if given is not None and differs(key, given):
+            notes.append(
+                f"note: scheduler.{key}={given} is read as the stable run's (its scheduler block is replaced); the "
+                f"branch uses {option} {used}"
+            )
+    return notes
 
 
 def _scheduler(cfg: Mapping[str, Any], source: Source, shape: str, alpha: float) -> dict[str, Any]:

@@ -79,6 +79,35 @@ def test_a_branch_from_a_folders_latest(runs: Runs, tmp_path: Path, capsys: pyte
     assert code == 0, err
 
 
+@pytest.mark.parametrize(
+    ("overrides", "notes"),
+    [
+        (["scheduler.decay_type=cosine"], ["scheduler.decay_type=cosine is read as the stable run's"]),
+        (["scheduler.alpha_f=0.5"], ["scheduler.alpha_f=0.5 is read as the stable run's"]),
+        (["scheduler.decay_type=cosine", "scheduler.alpha_f=0.5"], ["decay_type=cosine", "alpha_f=0.5"]),
+        (["scheduler.decay_type=linear", "scheduler.alpha_f=0.0"], []),  # the branch's own values: nothing to say
+    ],
+)
+def test_a_scheduler_override_of_the_branchs_knobs_is_said_not_used(
+    runs: Runs, tmp_path: Path, capsys: pytest.CaptureFixture, overrides: list[str], notes: list[str]
+) -> None:
+    """``scheduler.*`` overrides describe the stable run: the branch's block is written from --shape and --floor, and a
+    ``decay_type`` or ``alpha_f`` unlike them (a branch shape asked the wrong way) gets a note, not a silent drop."""
+    out = tmp_path / "b.yaml"
+    code, stdout, err = anneal(
+        capsys, runs.stable / "ep0-ba4-rank0.pt", runs.config, *overrides, "--decay", "4ba", "--out", out
+    )
+    assert code == 0, err
+    said = [line.strip() for line in stdout.splitlines() if "is read as the stable run's" in line]
+    assert len(said) == len(notes) and all(n in line for n, line in zip(notes, said, strict=True)), stdout
+    for line in said:
+        assert line.endswith(("the branch uses --shape linear", "the branch uses --floor 0")), line
+    assert {k: yaml.safe_load(out.read_text())["scheduler"][k] for k in ("decay_type", "alpha_f")} == {
+        "decay_type": "linear",
+        "alpha_f": 0.0,
+    }
+
+
 @pytest.mark.parametrize("decay,length", [("8ba", 8), ("32sp", 8), ("0.5dur", 8), ("0.2dur", 2), ("1ba", 1)])
 def test_decay_lengths(runs: Runs, tmp_path: Path, capsys: pytest.CaptureFixture, decay: str, length: int) -> None:
     """``sp`` through the checkpoint's 4 samples per batch; ``0.5dur`` from batch 8 is 8 (int(0.5 * 16) = 8)."""
