@@ -119,7 +119,9 @@ def test_the_installed_wheel_trains_with_the_stock_train_py(
     work.mkdir()
     shutil.copy(REPO / "train.py", work / "train.py")
     shutil.copy(REPO / "yamls" / "tiny-wsd.yaml", work / "tiny-wsd.yaml")
-    env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "VIRTUAL_ENV"}}
+    # PYTHONDONTWRITEBYTECODE dropped: a user's Python writes each module's bytecode the first time (pip compiles it at
+    # install); with it set (as in some sandboxes) every process here compiled the whole stack from source (~40 s more).
+    env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "VIRTUAL_ENV", "PYTHONDONTWRITEBYTECODE"}}
     env |= {"PYTHONNOUSERSITE": "1", "HF_HUB_OFFLINE": "1"}
 
     show = "import foundry_ext, llmfoundry; print(foundry_ext.__file__, foundry_ext.__version__)"
