@@ -6,27 +6,32 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-# Both tiers run in one process. FOUNDRY_EXT_TEST_WORKERS=2 runs the full suite on two pytest-xdist workers, each in a
-# mount namespace with a /dev/shm of its own (tests/support/own_shm_python: mosaicml-streaming's shared-memory names
-# race between runs that start together on one /dev/shm) where the machine allows one (root, or a user allowed to
-# unshare). Not the default: on this 2-core machine it was not faster (docs/contributing.md, "Test tiers").
+# Both tiers run on two pytest-xdist workers where the machine has 2 cores or more (docs/contributing.md, "Test
+# tiers": on this 2-core machine the full suite took 28 min on two workers, 35-54 min in one process). Each worker
+# runs in a mount namespace with a /dev/shm of its own (tests/support/own_shm_python: mosaicml-streaming's
+# shared-memory names race between runs that start together on one /dev/shm), which needs root or a user allowed to
+# unshare; elsewhere one process. FOUNDRY_EXT_TEST_WORKERS=N asks for N (1: one process).
 tier=()
 workers=()
-most=$((4 * $(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)))  # 4 per core (nproc alone counts OMP_NUM_THREADS)
-case "${FOUNDRY_EXT_TEST_WORKERS:-1}" in
+cores=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)  # nproc alone reports OMP_NUM_THREADS
+most=$((4 * cores))
+asked=${FOUNDRY_EXT_TEST_WORKERS:-}  # unset or empty: the default
+case "${asked:-1}" in
     *[!0-9]* | 0* | ?????*) ok=false ;;  # not digits, a leading 0, 5 digits or more
-    *) [ "${FOUNDRY_EXT_TEST_WORKERS:-1}" -le "$most" ] && ok=true || ok=false ;;
+    *) [ "${asked:-1}" -le "$most" ] && ok=true || ok=false ;;
 esac
 if [ "$ok" != true ]; then
-    echo "test.sh: error: FOUNDRY_EXT_TEST_WORKERS='$FOUNDRY_EXT_TEST_WORKERS': expected a whole number of workers from 1 to $most (4 per core here)" >&2
+    echo "test.sh: error: FOUNDRY_EXT_TEST_WORKERS='$asked': expected a whole number of workers from 1 to $most (4 per core here)" >&2
     exit 2
 fi
 if [ "${1:-}" = "--quick" ]; then
     shift
     tier=(-m "not slow")
-elif [ "${FOUNDRY_EXT_TEST_WORKERS:-1}" != 1 ]; then
+fi
+n=${asked:-$((cores >= 2 ? 2 : 1))}
+if [ "$n" != 1 ]; then
     if tests/support/own_shm true 2>/dev/null; then
-        workers=(--tx "${FOUNDRY_EXT_TEST_WORKERS}*popen//python=tests/support/own_shm_python" --dist load)
+        workers=(--tx "${n}*popen//python=tests/support/own_shm_python" --dist load)
     else
         echo "test.sh: no /dev/shm of its own per worker here (unshare --mount is not permitted): one process" >&2
     fi

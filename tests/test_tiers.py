@@ -163,7 +163,7 @@ def test_the_file_reading_sees_heavy_tests(tmp_path: Path) -> None:
 
 
 def test_the_full_suite_s_workers_keep_the_kills_in_one_scope_and_every_other_file_whole() -> None:
-    """tests/conftest.py's pytest-xdist scheduling (`FOUNDRY_EXT_TEST_WORKERS=2 bash scripts/test.sh`), on the
+    """tests/conftest.py's pytest-xdist scheduling (`bash scripts/test.sh`: two workers), on the
     nodeids the workers report."""
     from tests.conftest import KILLS_MID_RUN, _order, _scope
 
