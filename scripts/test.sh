@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # Both tiers run on two pytest-xdist workers where the machine has 2 cores or more (docs/contributing.md, "Test
-# tiers": on this 2-core machine the full suite took 28 min on two workers, 35-54 min in one process). Each worker
+# tiers": on this 2-core machine the full suite took 24-28 min on two workers, 35-54 min in one process). Each worker
 # runs in a mount namespace with a /dev/shm of its own (tests/support/own_shm_python: mosaicml-streaming's
 # shared-memory names race between runs that start together on one /dev/shm), which needs root or a user allowed to
 # unshare; elsewhere one process. FOUNDRY_EXT_TEST_WORKERS=N asks for N (1: one process).
