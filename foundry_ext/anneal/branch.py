@@ -135,7 +135,7 @@ def plan_branch(
     kept = None if "://" in folder else Path(folder) / KEPT_FOLDER / source.path.name
     if kept is not None:
         branch_cfg["load_path"] = str(kept)
-    notes.extend(_branch_knobs_in_overrides(overrides, shape, alpha))
+    notes.extend(_branch_knobs_in_overrides(cfg, overrides, shape, alpha))
     if source.sharded:
         notes.append(
             "note: a sharded checkpoint (FSDP) loads only on the process group FSDP runs on: train the branch on "
@@ -429,28 +429,23 @@ def _warmup(cfg: Mapping[str, Any], source: Source) -> dict[str, Any]:
     return keys
 
 
-def _branch_knobs_in_overrides(overrides: Sequence[str], shape: str, alpha: float) -> list[str]:
+def _branch_knobs_in_overrides(cfg: Mapping[str, Any], overrides: Sequence[str], shape: str, alpha: float) -> list[str]:
     """A note for each ``scheduler.decay_type=`` or ``scheduler.alpha_f=`` override unlike ``--shape``, ``--floor``.
 
     Overrides describe the stable run (its scheduler block is replaced), so such a value does not reach the branch,
-    while it reads as if it should.
+    while it reads as if it should. The value compared is the one the merged config holds, as llm-foundry reads it
+    (``5e-1`` is ``0.5``; ``scheduler.decay_type=null`` unsets the key: nothing to say), for keys an override names.
     """
-
-    def differs(key: str, given: str) -> bool:
-        if key == "decay_type":
-            return given != shape
-        try:
-            return float(given) != alpha
-        except ValueError:
-            return True
-
+    block = cfg.get("scheduler") if isinstance(cfg.get("scheduler"), Mapping) else {}
     notes = []
-    for key, option, used in (("decay_type", "--shape", shape), ("alpha_f", "--floor", f"{alpha:g}")):
-        given = _override(overrides, f"scheduler.{key}")
-        if given is not None and differs(key, given):
+    for key, option, used, shown in (
+        ("decay_type", "--shape", shape, shape),
+        ("alpha_f", "--floor", alpha, f"{alpha:g}"),
+    ):
+        if _override(overrides, f"scheduler.{key}") is not None and key in block and block[key] != used:
             notes.append(
-                f"note: scheduler.{key}={given} is read as the stable run's (its scheduler block is replaced); the "
-                f"branch uses {option} {used}"
+                f"note: scheduler.{key}={block[key]} is read as the stable run's (its scheduler block is replaced); "
+                f"the branch uses {option} {shown}"
             )
     return notes
 

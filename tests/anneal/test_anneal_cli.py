@@ -86,6 +86,8 @@ def test_a_branch_from_a_folders_latest(runs: Runs, tmp_path: Path, capsys: pyte
         (["scheduler.alpha_f=0.5"], ["scheduler.alpha_f=0.5 is read as the stable run's"]),
         (["scheduler.decay_type=cosine", "scheduler.alpha_f=0.5"], ["decay_type=cosine", "alpha_f=0.5"]),
         (["scheduler.decay_type=linear", "scheduler.alpha_f=0.0"], []),  # the branch's own values: nothing to say
+        (["scheduler.alpha_f=5e-1"], ["scheduler.alpha_f=0.5 is read as the stable run's"]),  # as the config holds it
+        (["scheduler.decay_type=null"], []),  # unsets the stable run's key: nothing reads as the branch's
     ],
 )
 def test_a_scheduler_override_of_the_branchs_knobs_is_said_not_used(
