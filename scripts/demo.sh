@@ -5,6 +5,8 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 bash scripts/setup.sh
+# Let the run write the bytecode of the modules it imports after start-up, once (scripts/setup.sh)
+unset PYTHONDONTWRITEBYTECODE
 # the marker is written last, so its presence means complete data (skips ~20 s of imports when it is there)
 [ -f demo-data/.foundry-ext-demo.json ] || .venv/bin/foundry-ext demo-data demo-data
 # A rerun that will continue an earlier run's checkpoints (autoresume=true, or a load_path) says so first: the

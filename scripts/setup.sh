@@ -22,11 +22,15 @@ if [ ! -x "$yls/node_modules/.bin/yaml-language-server" ] && command -v npm > /d
     npm install --silent --no-fund --no-audit --prefix "$yls" yaml-language-server@1.25.0 > /dev/null
 fi
 
-# Compile site-packages to bytecode once. uv installs without .pyc files, and where PYTHONDONTWRITEBYTECODE is set
-# Python never writes them, so every start would recompile composer, transformers and torch (~20 s more per process).
+# Bytecode. uv installs without .pyc files, and where PYTHONDONTWRITEBYTECODE is set Python never writes them, so every
+# start would recompile composer, transformers and torch (~20 s more per process). One import of what `composer
+# train.py` imports writes the .pyc files of those ~6,500 modules once (~18 s of CPU); compiling all ~40,000 files of
+# site-packages, most never imported, took 90 s of CPU (~50 s on 2 cores). The few hundred modules a run imports later
+# (the model's transformers modules) are written by the first process that imports them where scripts/test.sh and
+# scripts/demo.sh run (they let Python write bytecode); elsewhere, with the variable set, they cost ~0.5 s a process.
 bytecode=.venv/.foundry-ext-bytecode
 if [ ! -f "$bytecode" ] || [ "$stamp" -nt "$bytecode" ]; then
-    echo "setup: compiling .venv to bytecode (once, a few minutes on 2 cores)"
-    .venv/bin/python -m compileall -q -j 0 .venv/lib/python*/site-packages > /dev/null || true
+    echo "setup: writing the bytecode of the modules a training run imports (once, ~20 s)"
+    env -u PYTHONDONTWRITEBYTECODE .venv/bin/python -c "import composer.cli.launcher, llmfoundry.command_utils"
     touch "$bytecode"
 fi

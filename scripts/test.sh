@@ -38,6 +38,8 @@ if [ "$n" != 1 ]; then
 fi
 
 bash scripts/setup.sh
+# Let the suite's ~700 processes write the bytecode of what they import, once (scripts/setup.sh: the rest of the stack)
+unset PYTHONDONTWRITEBYTECODE
 # tests reuse ./demo-data (tests/conftest.py: demo_data); its marker is written last, so present = complete
 [ -f demo-data/.foundry-ext-demo.json ] || .venv/bin/foundry-ext demo-data demo-data
 .venv/bin/ruff check .
