@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-# uv.lock pins every package (221, torch 2.7.0 included): two machines a month apart install the same versions.
+# uv.lock pins every package (240, torch 2.7.0 included): two machines a month apart install the same versions.
 # `uv sync --locked` fails if pyproject.toml changed without `bash scripts/uv.sh lock`.
 stamp=.venv/.foundry-ext-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ uv.lock -nt "$stamp" ]; then
