@@ -71,7 +71,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if any(item.get_closest_marker(name) for name in HEAVY) and not item.get_closest_marker("slow"):
             item.add_marker(pytest.mark.slow)
     if hasattr(config, "workerinput"):  # a pytest-xdist worker: every worker collects, and orders, alike
-        items.sort(key=lambda item: _order(item.nodeid))  # stable: the order within is kept
+        schedule_order(items)
+
+
+def schedule_order(items: list[Any]) -> None:
+    """Sort ``items`` (stable) by :func:`_order`, and within it the files that hold a ``slow`` test first.
+
+    The quick files (seconds each) then come last and even out the two workers' ends: in collection order a heavy
+    file (the release build, a docs page that trains) could be handed out last while the other worker sat idle.
+    """
+    heavy = {_scope(item.nodeid) for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: (_order(item.nodeid), _scope(item.nodeid) not in heavy))
 
 
 # pytest-xdist (`bash scripts/test.sh`: two workers) hands out scopes, whole, in the workers' collection order (above).
@@ -80,7 +90,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 # `kills_mid_run` (it SIGKILLs a launched run at a moment it waits for: mid-write, mid-batch), one scope run first and
 # one test at a time on one worker, so two such tests never race each other for the cores. Then the other files that
 # start ranks of their own (tests/support/multirank.py or `composer -n 2`: the heaviest, the finished run relaunched
-# 20 times among them), then the rest: the longest work is handed out first.
+# 20 times among them), then the other files with a slow test, then the quick files: the longest work is handed out
+# first (schedule_order).
 # (Not xdist's own `--dist loadgroup`: pytest-xdist 3.8 marks a group by rewriting a private attribute of the test
 # that pytest 9 no longer reads.)
 KILLS_MID_RUN = "kills-mid-run"

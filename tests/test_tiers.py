@@ -192,3 +192,34 @@ def test_the_full_suite_s_workers_keep_the_kills_in_one_scope_and_every_other_fi
         "tests/test_tiers.py"
     )
     assert _scope("tests/schedules/test_olmo_schedules.py::test_x[a::b]") == "tests/schedules/test_olmo_schedules.py"
+
+
+def test_within_each_class_the_files_with_a_slow_test_go_first_and_the_quick_files_last() -> None:
+    """tests/conftest.py's ``schedule_order``: the workers' order, which pytest-xdist hands out scope by scope."""
+    from tests.conftest import schedule_order
+
+    class Item:  # what schedule_order reads of a pytest item
+        def __init__(self, nodeid: str, slow: bool = False) -> None:
+            self.nodeid, self.slow = nodeid, slow
+
+        def get_closest_marker(self, name: str) -> object | None:
+            return object() if name == "slow" and self.slow else None
+
+    relaunch = "tests/resume/test_clean_exit.py::test_the_finished_run_relaunch_exits_0_every_time"
+    collected = [
+        Item("docs/cli.md::line:1,column:1"),  # a quick block of a page that trains further down: its page is heavy
+        Item("docs/cli.md::line:9,column:1", slow=True),
+        Item("tests/cli/test_quick_one.py::test_x"),
+        Item("tests/release/test_release_build.py::test_the_installed_wheel_trains", slow=True),
+        Item(relaunch, slow=True),
+        Item("tests/schedules/test_quick_two.py::test_y"),
+    ]
+    schedule_order(collected)
+    assert [item.nodeid for item in collected] == [
+        relaunch,  # starts ranks: before every other file
+        "docs/cli.md::line:1,column:1",  # the page whole, in its order
+        "docs/cli.md::line:9,column:1",
+        "tests/release/test_release_build.py::test_the_installed_wheel_trains",
+        "tests/cli/test_quick_one.py::test_x",  # the quick files last, in collection order
+        "tests/schedules/test_quick_two.py::test_y",
+    ]
