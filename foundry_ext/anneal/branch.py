@@ -410,9 +410,15 @@ def _live_owner(folder: Path) -> str | None:
 # -- the schedule ----------------------------------------------------------------------------------------------------
 
 
+def _stable_scheduler(cfg: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The stable run's ``scheduler`` block as the merged config holds it (empty when it has none)."""
+    block = cfg.get("scheduler")
+    return block if isinstance(block, Mapping) else {}
+
+
 def _warmup(cfg: Mapping[str, Any], source: Source) -> dict[str, Any]:
     """The stable run's warmup keys, in batches (only the LRs before ``s`` use them: plots, the resume check)."""
-    block = cfg.get("scheduler") if isinstance(cfg.get("scheduler"), Mapping) else {}
+    block = _stable_scheduler(cfg)
     keys: dict[str, Any] = {}
     value = block.get("t_warmup")
     try:
@@ -436,7 +442,7 @@ def _branch_knobs_in_overrides(cfg: Mapping[str, Any], overrides: Sequence[str],
     while it reads as if it should. The value compared is the one the merged config holds, as llm-foundry reads it
     (``5e-1`` is ``0.5``; ``scheduler.decay_type=null`` unsets the key: nothing to say), for keys an override names.
     """
-    block = cfg.get("scheduler") if isinstance(cfg.get("scheduler"), Mapping) else {}
+    block = _stable_scheduler(cfg)
     notes = []
     for key, option, used, shown in (
         ("decay_type", "--shape", shape, shape),
