@@ -1,0 +1,75 @@
+"""The FSDP reference run that the sharded-checkpoint tests share: ``FSDP_VERSION=2 composer -n 2`` on CPU.
+
+``yamls/tiny-fsdp.yaml`` (the demo MPT, FSDP2 through torch's ``fully_shard`` over gloo, ``state_dict_type:
+sharded``) for 12 batches, a checkpoint every 4 (``ep0-ba4/``, ``ep0-ba8/``, ``ep0-ba12/``: ``__0_0.distcp``,
+``__1_0.distcp`` and ``.metadata`` each, ``latest-sharded-rank0`` -> ``ep0-ba12``), an evaluation every 4 batches
+of every validation sample (``eval_subset_num_batches=-1``: the same 256 samples on any world size), every LR and
+eval metric of each rank logged as JSON lines (:mod:`tests.support.jsonl_logger`; read them with
+:func:`tests.support.multirank.read_metrics`).
+
+Use it from any test module::
+
+    from tests.support.fsdp import FSDP_ENV, FSDP_YAML, fsdp_overrides, fsdp_reference  # noqa: F401 (a fixture)
+
+    def test_x(fsdp_reference: Path, demo_data: Path, tmp_path: Path) -> None:
+        launch_and_wait(FSDP_YAML, fsdp_overrides(demo_data, tmp_path / "run", "load_path=..."), nproc=2,
+                        log=tmp_path / "run.log", env=FSDP_ENV)
+
+The run is trained once per session (under pytest-xdist, by the first worker that needs it, the others wait on a
+lock), in ``<basetemp>/fsdp_reference/``: ``checkpoints/``, ``metrics-rank0.jsonl``, ``metrics-rank1.jsonl``.
+Read it, never write into it (load its checkpoints with ``load_path``, copy a folder to damage it). About 25 s of
+wall time on an idle 2-core machine.
+"""
+
+from __future__ import annotations
+
+import fcntl
+from pathlib import Path
+
+import pytest
+
+from tests.support.launcher import REPO
+from tests.support.multirank import JSONL_LOGGER, launch_and_wait
+
+__all__ = ["FSDP_ENV", "FSDP_YAML", "fsdp_overrides", "fsdp_reference"]
+
+FSDP_YAML = REPO / "yamls" / "tiny-fsdp.yaml"
+#: Composer 0.32 builds FSDP2 (``FSDP2Config``) only when this is set; its default, FSDP1, needs CUDA
+FSDP_ENV = {"FSDP_VERSION": "2"}
+
+
+def fsdp_overrides(data: Path, run_dir: Path, *extra: str) -> list[str]:
+    """The reference run's overrides with ``save_folder`` and the JSONL metrics in ``run_dir``; ``extra`` last."""
+    return [
+        f"variables.data_local={data}",
+        "run_name=tiny-fsdp",  # fixed: autoresume needs it
+        f"save_folder={run_dir}/checkpoints",
+        "max_duration=12ba",
+        "save_interval=4ba",
+        "eval_interval=4ba",
+        "eval_subset_num_batches=-1",
+        "save_overwrite=false",
+        f"code_paths=[{JSONL_LOGGER}]",
+        f"loggers.jsonl.path={run_dir}/metrics-rank{{rank}}.jsonl",
+        *extra,
+    ]
+
+
+@pytest.fixture(scope="session")
+def fsdp_reference(demo_data: Path, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Path:
+    """The folder of the uninterrupted 2-rank FSDP2 run described in this module's docstring (trained once)."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if hasattr(request.config, "workerinput") else base
+    run_dir = shared / "fsdp_reference"
+    with open(shared / "fsdp_reference.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (run_dir / "trained").exists():
+            return run_dir
+        run_dir.mkdir(exist_ok=True)
+        log = shared / "fsdp_reference.log"
+        status, output = launch_and_wait(
+            FSDP_YAML, fsdp_overrides(demo_data, run_dir), nproc=2, log=log, env=FSDP_ENV, timeout=900
+        )
+        assert status == 0, output[-4000:]
+        (run_dir / "trained").touch()
+        return run_dir
