@@ -87,6 +87,8 @@ def plan_branch(
     except ConfigError as e:
         raise AnnealError(f"CONFIG {config_path}: {' '.join(str(e).splitlines()).removeprefix(': ')}") from None
     source = read_source(checkpoint)
+    if out is not None:
+        _check_out_outside_stable(out, source)
     s = source.batch
     if s == 0:
         raise AnnealError(f"CHECKPOINT {checkpoint}: at batch 0 (nothing trained); branch from a later checkpoint")
@@ -110,6 +112,7 @@ def plan_branch(
     run_name = _override(overrides, "run_name") or f"{stable_name}-anneal-{s}ba-{length}ba-{shape}" + (
         f"-floor{alpha:g}" if alpha else ""
     )
+    _check_plain_name(run_name, _override(overrides, "run_name") is not None, stable_name, checkpoint)
     if run_name == stable_name:
         raise AnnealError(
             f"run_name={run_name}: the stable run's name; a branch needs its own (run_name= and save_folder= among "
@@ -236,10 +239,13 @@ def write_branch(branch: Branch, out: str) -> str:
     import yaml
 
     tmp = f"{out}.{os.getpid()}.tmp"
+    # The comment names the stable run and --out, text from a checkpoint and an option: escaped, a line break in
+    # either would start a line of YAML keys (code_paths: a file the branch imports when trained).
     header = (
-        f"# A branch of {branch.source.run_name or 'the stable run'} from batch {branch.source.batch}, written by "
-        f"foundry-ext anneal: {branch.shape} decay over {branch.length} batches to {branch.floor:g} x the peak LR.\n"
-        f"# Run it (and relaunch it, after a kill, with the same command): composer train.py {out}\n"
+        f"# A branch of {_printable(branch.source.run_name or 'the stable run')} from batch {branch.source.batch}, "
+        f"written by foundry-ext anneal: {branch.shape} decay over {branch.length} batches to {branch.floor:g} x the "
+        "peak LR.\n"
+        f"# Run it (and relaunch it, after a kill, with the same command): composer train.py {_printable(out)}\n"
     )
     try:  # the YAML first: an --out that cannot be written leaves nothing behind, not even the kept source
         with open(tmp, "w") as f:
@@ -269,6 +275,45 @@ def _check_out(out: str, config_path: str) -> None:
         raise AnnealError(f"--out {out}: is a folder; expected the branch YAML's file name, e.g. {out}/branch.yaml")
     if os.path.exists(out) and os.path.exists(config_path) and os.path.samefile(out, config_path):
         raise AnnealError(f"--out {out}: is CONFIG itself; the branch is written to a file of its own")
+
+
+def _check_out_outside_stable(out: str, source: Source) -> None:
+    """Refuse an ``--out`` in the stable run's save folder: its files (the checkpoint among them) are never written.
+
+    ``out`` is resolved as the write would follow it: a link to a file in the folder is in the folder.
+    """
+    folder = Path(os.path.realpath(source.folder))
+    target = Path(os.path.realpath(out))
+    if target == folder or folder in target.parents or target == Path(os.path.realpath(source.path)):
+        raise AnnealError(
+            f"--out {out}: inside the stable run's folder {source.folder} (where {source.path.name} is); its files are "
+            "never written: write the branch YAML elsewhere"
+        )
+
+
+def _check_plain_name(run_name: str, given: bool, stable_name: str, checkpoint: str) -> None:
+    """Refuse a branch ``run_name`` that is not one plain folder name: a derived ``save_folder`` would leave its place.
+
+    The derived folder is ``<the stable run's parent>/<run_name>``: ``../../escape`` moves it two levels up, a ``/``
+    one level down, a line break or another control character makes a name no shell command shows as it is.
+    """
+    if run_name not in (".", "..") and "/" not in run_name and "\\" not in run_name and run_name.isprintable():
+        return
+    if given:
+        raise AnnealError(
+            f"run_name={run_name}: not a plain name (no '/', '\\', '.', '..' or control characters: the branch's "
+            "save_folder is derived from it); give e.g. run_name=stable-anneal"
+        )
+    raise AnnealError(
+        f"CHECKPOINT {checkpoint}: the stable run's run_name {stable_name!r} is not a plain name (a '/', '\\', '..' "
+        "or a control character: the branch's name and folder are derived from it); give the branch's with "
+        "run_name=NAME"
+    )
+
+
+def _printable(text: str) -> str:
+    r"""``text`` with every character that is not printable escaped (``\n``, ``\r``, ``\x85``, ``\u2028``)."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def _norm(name: Any) -> str:
@@ -371,14 +416,10 @@ def _folder(cfg: Mapping[str, Any], overrides: Sequence[str], source: Source, ru
 
 def _live_owner(folder: Path) -> str | None:
     """Who owns ``folder`` now (checkpoint_guard's lock held, or a fresh heartbeat from another host), else None."""
-    import json
+    from foundry_ext.trainer.checkpoint_guard.owner import read_record  # the standard library only
 
     lock, record_path = folder / _LOCK_FILE, folder / _OWNER_FILE
-    try:
-        record = json.loads(record_path.read_text())
-    except (OSError, ValueError):
-        record = None
-    record = record if isinstance(record, dict) else {}
+    record = read_record(record_path) or {}  # a garbled record is none, as checkpoint_guard reads it
     who = f"run {record.get('run_name')!r} (host {record.get('host')}, pid {record.get('pid')})" if record else "a run"
     if lock.exists():
         try:
@@ -401,7 +442,7 @@ def _live_owner(folder: Path) -> str | None:
                 finally:
                     os.close(fd)
     if record and record.get("host") != socket.gethostname():
-        age = time.time() - float(record.get("heartbeat", 0) or 0)
+        age = time.time() - float(record.get("heartbeat", 0))
         if age < _STALE_AFTER_S:
             return f"{who}, whose last heartbeat was {age:.0f} s ago"
     return None

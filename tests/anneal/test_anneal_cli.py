@@ -328,7 +328,71 @@ CASES: list[Case] = [
         lambda r, t: [r.stable / "ep0-ba8-rank0.pt", r.config, f"save_folder={_other_branch(t)}", *DECAY],
         "save_folder={t}/b: {t}/b/anneal-source/ep0-ba8-rank0.pt exists and is not ",
     ),
+    # issue 46: the stable run's files are never written, whatever --out names
+    (
+        "out-is-the-checkpoint",
+        lambda r, t: [_stable_copy(r, t), r.config, *DECAY, "--out", t / "s" / "ep0-ba8-rank0.pt"],
+        "--out {t}/s/ep0-ba8-rank0.pt: inside the stable run's folder {t}/s",
+    ),
+    (
+        "out-new-file-in-the-stable-folder",
+        lambda r, t: [_stable_copy(r, t), r.config, *DECAY, "--out", t / "s" / "branch.yaml"],
+        "--out {t}/s/branch.yaml: inside the stable run's folder {t}/s",
+    ),
+    (
+        "out-is-the-latest-link",
+        lambda r, t: [_stable_copy(r, t).parent, r.config, *DECAY, "--out", t / "s" / "latest-rank0.pt"],
+        "--out {t}/s/latest-rank0.pt: inside the stable run's folder {t}/s",
+    ),
+    (
+        "out-a-link-into-the-stable-folder",
+        lambda r, t: [_stable_copy(r, t), r.config, *DECAY, "--out", _link(t / "l.yaml", str(t / "s" / "x.yaml"))],
+        "--out {t}/l.yaml: inside the stable run's folder {t}/s",
+    ),
+    # issue 46: a run_name that would move the derived save_folder out of the runs' folder
+    (
+        "checkpoint-run-name-dot-dot",
+        lambda r, t: [_renamed(r, t, "../../escape"), r.config, *DECAY],
+        "CHECKPOINT {t}/s/ep0-ba8-rank0.pt: the stable run's run_name '../../escape' is not a plain name",
+    ),
+    (
+        "checkpoint-run-name-line-break",
+        lambda r, t: [_renamed(r, t, "stable\ncode_paths: [/tmp/payload.py] #"), r.config, *DECAY],
+        "the stable run's run_name 'stable\\ncode_paths: [/tmp/payload.py] #' is not a plain name",
+    ),
+    (
+        "run-name-override-dot-dot",
+        lambda r, t: [r.stable, r.config, "run_name=../../escape", *DECAY],
+        "run_name=../../escape: not a plain name",
+    ),
+    ("run-name-override-slash", lambda r, t: [r.stable, r.config, "run_name=a/b", *DECAY], "run_name=a/b: not a plain"),
+    ("run-name-override-dot", lambda r, t: [r.stable, r.config, "run_name=..", *DECAY], "run_name=..: not a plain"),
 ]
+
+
+def _stable_copy(runs: Runs, work: Path) -> Path:
+    """The stable run's folder, copied (a bug that writes into it must not spoil the session's run)."""
+    (work / "s").mkdir()
+    for name in ("ep0-ba4-rank0.pt", "ep0-ba8-rank0.pt"):
+        _copy(runs.stable / name, work / "s" / name)
+    _link(work / "s" / "latest-rank0.pt", "ep0-ba8-rank0.pt")
+    return work / "s" / "ep0-ba8-rank0.pt"
+
+
+def _renamed(runs: Runs, work: Path, run_name: str) -> Path:
+    """A copy of the stable run's batch-8 checkpoint whose stored run_name is ``run_name``."""
+    checkpoint = torch.load(runs.stable / "ep0-ba8-rank0.pt", weights_only=False)
+    checkpoint["state"]["run_name"] = run_name
+    (work / "s").mkdir(exist_ok=True)
+    return _save(work / "s" / "ep0-ba8-rank0.pt", checkpoint)
+
+
+def _garbled_owner(folder: Path, heartbeat: object) -> Path:
+    """A folder whose checkpoint_guard owner record (another host's) has a heartbeat that is not a number."""
+    folder.mkdir(parents=True)
+    record = {"host": "elsewhere", "pid": 1, "run_name": "other", "heartbeat": heartbeat}
+    (folder / ".foundry-ext-owner.json").write_text(json.dumps(record))
+    return folder
 
 
 def _other_branch(work: Path) -> Path:
@@ -382,6 +446,59 @@ def test_bad_input_is_one_line_exit_2_nothing_written(
     assert expected.format(t=work) in lines[0], lines[0]
     assert (snapshot(tmp_path), snapshot(runs.root)) == before
     assert not list(work.glob("*.pwned"))
+
+
+# Every YAML and Unicode line break (PyYAML reads \x85, \u2028 and \u2029 as one too) and the other controls
+BREAKS = {"lf": "\n", "cr": "\r", "crlf": "\r\n", "nel": "\x85", "ls": "\u2028", "ps": "\u2029", "vt": "\v", "ff": "\f"}
+# What a branch of the stable run holds: its config's keys and the four anneal sets (load_path, autoresume, ...)
+BRANCH_KEYS = {"load_path", "save_folder", "run_name", "autoresume", "max_duration", "scheduler"}
+
+
+@pytest.mark.parametrize("where", ["out", "checkpoint-run-name"])
+@pytest.mark.parametrize("brk", list(BREAKS))
+def test_a_line_break_in_out_or_the_checkpoints_run_name_writes_no_yaml_key(
+    runs: Runs, tmp_path: Path, capsys: pytest.CaptureFixture, where: str, brk: str
+) -> None:
+    """Issue 46: the branch's header comment repeated --out and the stored run_name raw; a line break wrote keys."""
+    injected = f"{BREAKS[brk]}code_paths: [payload.py]{BREAKS[brk]}load_weights_only: true #"  # no '/': a file name
+    checkpoint, out, extra = runs.stable / "ep0-ba8-rank0.pt", tmp_path / "branch.yaml", []
+    if where == "out":
+        out = tmp_path / f"b{injected}.yaml"
+    else:
+        work = tmp_path / "w"
+        work.mkdir()
+        checkpoint = _renamed(runs, work, f"stable{injected}")
+        extra = ["run_name=branch", f"save_folder={tmp_path}/branch"]  # the stored name is refused as a folder name
+    code, _, err = anneal(capsys, checkpoint, runs.config, *extra, "--decay", "4ba", "--out", out)
+    assert code == 0, err
+    text = out.read_text()
+    cfg = yaml.safe_load(text)
+    stable = yaml.safe_load(runs.config.read_text())
+    assert set(cfg) == set(stable) | BRANCH_KEYS, set(cfg) ^ (set(stable) | BRANCH_KEYS)
+    assert "code_paths" not in cfg and not cfg.get("load_weights_only")
+    header = text[: text.index("\n" + next(iter(stable)) + ":") + 1]
+    assert [line[:1] for line in header.splitlines()] == ["#", "#"], header  # two comment lines, nothing else
+    assert not any(c in header for c in "".join(BREAKS.values()).replace("\n", "")), header
+
+
+@pytest.mark.parametrize(
+    "heartbeat",
+    ["abc", None, [1], float("nan"), float("inf"), 10**400, 1e300],
+    ids=["text", "null", "list", "nan", "inf", "400-digits", "1e300"],
+)
+def test_a_garbled_owner_record_is_no_owner_as_checkpoint_guard_reads_it(
+    runs: Runs, tmp_path: Path, capsys: pytest.CaptureFixture, heartbeat: object
+) -> None:
+    """Issue 46: a heartbeat of 'abc' in another host's record was a ValueError traceback.
+
+    checkpoint_guard reads a record that is not JSON as none (the lock decides); one with a heartbeat that is not a
+    time says no more about a live owner, and is read the same (trainer/checkpoint_guard/owner.py ``read_record``).
+    """
+    folder = _garbled_owner(tmp_path / "g", heartbeat)
+    out = tmp_path / "branch.yaml"
+    code, _, err = anneal(capsys, runs.stable, runs.config, f"save_folder={folder}", "--decay", "4ba", "--out", out)
+    assert code == 0, err
+    assert yaml.safe_load(out.read_text())["save_folder"] == str(folder)
 
 
 def test_the_corpus_covers_the_issues_list() -> None:

@@ -30,10 +30,11 @@ from typing import Any
 
 from foundry_ext._process import pid_alive
 
-__all__ = ["LOCK_FILE", "OWNER_FILE", "FolderBusy", "FolderUnwritable", "Ownership"]
+__all__ = ["LOCK_FILE", "OWNER_FILE", "FolderBusy", "FolderUnwritable", "Ownership", "read_record"]
 
 OWNER_FILE = ".foundry-ext-owner.json"
 LOCK_FILE = ".foundry-ext-owner.lock"
+_LATEST_TIME = 1e11  # seconds since 1970 (the year 5138): `abs(x) < it` is False for nan, inf and a 400-digit int
 
 try:
     import fcntl
@@ -47,6 +48,26 @@ class FolderBusy(Exception):
 
 class FolderUnwritable(Exception):
     """The save folder cannot be written (read-only, no permission): one line naming it."""
+
+
+def read_record(path: Path) -> dict[str, Any] | None:
+    """The ownership record at ``path``, or None when there is none or it is garbled.
+
+    Garbled: not a JSON object, or its ``heartbeat`` / ``started`` not a time in seconds that ``time.localtime`` can
+    show (this module writes both as ``time.time()``). Such a record says nothing about a live owner, as a record
+    that is not JSON does not: the lock (on the owner's host) still decides.
+    """
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict):
+        return None
+    for key in ("heartbeat", "started"):
+        value = record.get(key, 0)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not abs(value) < _LATEST_TIME:
+            return None
+    return record
 
 
 def _describe(record: dict[str, Any]) -> str:
@@ -172,11 +193,7 @@ class Ownership:
         return True
 
     def _read(self) -> dict[str, Any] | None:
-        try:
-            record = json.loads(self.record_path.read_text())
-        except (OSError, ValueError):
-            return None
-        return record if isinstance(record, dict) else None
+        return read_record(self.record_path)
 
     def _write(self) -> None:
         record = {
