@@ -248,3 +248,46 @@ def test_two_ranks_decide_alike_and_skip_bitwise(tmp_path: Path) -> None:
     assert all(r["bitwise_at_skip"] and r["changed_before"] for r in ranks)
     assert ranks[0]["weights"] == ranks[1]["weights"]
     assert done.stdout.count("spike_guard: skipped batch 13") == 1  # one line, rank 0
+
+
+def test_a_rollback_names_only_a_checkpoint_that_exists(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 46: with save_num_checkpoints_to_keep 1 the rollback named ep0-ba5, which the ba10 save had deleted.
+
+    Composer's ``all_saved_checkpoints_to_timestamp`` keeps listing the checkpoints its rotation deleted.
+    """
+    guard = SpikeGuard(**GUARD, max_skips=3, rollback={})
+    trainer, _ = make_trainer(
+        [], max_duration="40ba", callbacks=[guard, InjectBadBatches(range(9, 17))], save_folder=str(tmp_path / "c"),
+        save_interval="5ba", run_name="rot", save_num_checkpoints_to_keep=1,
+    )  # fmt: skip
+    with pytest.raises(SystemExit) as exit_info:
+        trainer.fit()
+    assert exit_info.value.code == STOP_STATUS
+    assert sorted(p.name for p in (tmp_path / "c").glob("ep*.pt")) == ["ep0-ba10-rank0.pt"]  # ba5 rotated away
+    err = capsys.readouterr().err
+    assert "stopped at batch 12: 3 consecutive skips" in err, err  # skips 10, 11, 12 (1-indexed); ba10 saved
+    assert "no checkpoint in" in err and "before batch 10 (the first skip): nothing to roll back to" in err, err
+    assert not list(tmp_path.glob("*.yaml"))
+
+
+@pytest.mark.parametrize("given", ["{f}", "{f}/", "{f}/./", "{f}/../c", "{p}/{{run_name}}"])
+def test_a_rollback_into_the_runs_own_folder_is_one_line_before_the_first_batch(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], given: str
+) -> None:
+    """Issue 46: the continuation would autoresume from the checkpoint this run wrote after the burst."""
+    folder = tmp_path / "c"
+    value = given.format(f=folder, p=tmp_path)
+    snaps = Snapshots()
+    guard = SpikeGuard(rollback={"save_folder": value})
+    trainer, _ = make_trainer(
+        [], max_duration="4ba", callbacks=[guard, snaps], save_folder=str(tmp_path / "{run_name}"), run_name="c"
+    )
+    with pytest.raises(SystemExit) as exit_info:
+        trainer.fit()
+    assert exit_info.value.code == 2 and snaps.start == {}
+    assert capsys.readouterr().err.strip() == (
+        f"foundry-ext: error: callbacks.spike_guard.rollback.save_folder: {value} is the run's own save_folder "
+        f"({folder}): the continuation would autoresume from this run's checkpoints, written after the burst; "
+        "allowed: another folder, or null (the run's own + '-rollback-ba<B>')"
+    )
+    trainer.close()

@@ -101,6 +101,26 @@ class SpikeGuard(Callback):
                 f"{SPIKE_FIELD}.rollback: the run saves no checkpoints (no save_folder); allowed: a rollback with "
                 "save_folder set, or no rollback"
             )
+        if self.config.rollback is not None and self.config.rollback.save_folder is not None:
+            self._check_rollback_folder(state, self.config.rollback.save_folder)
+
+    def _check_rollback_folder(self, state: State, given: str) -> None:
+        """Refuse a continuation folder that is the run's own: it would resume from the checkpoints after the burst."""
+        import os
+
+        from composer.utils import format_name_with_dist
+
+        def where(folder: str) -> str:
+            folder = format_name_with_dist(folder, state.run_name)
+            return folder.rstrip("/") if "://" in folder else os.path.realpath(folder)
+
+        own = format_name_with_dist(str(self._saver(state).folder), state.run_name)
+        if where(given) == where(own):
+            _refuse(
+                f"{SPIKE_FIELD}.rollback.save_folder: {given} is the run's own save_folder ({own}): the continuation "
+                "would autoresume from this run's checkpoints, written after the burst; allowed: another folder, or "
+                "null (the run's own + '-rollback-ba<B>')"
+            )
 
     @staticmethod
     def _saver(state: State) -> Any:

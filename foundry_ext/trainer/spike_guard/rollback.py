@@ -8,6 +8,7 @@ checkpoints after a kill. Nothing of the stopped run is moved or rewritten.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,8 +60,12 @@ class Continuation:
 
 
 def checkpoint_before(checkpoints: dict[str, int], first_skip: int) -> tuple[str, int] | None:
-    """The newest checkpoint (path -> its batch) written before batch ``first_skip`` (0-indexed) was trained on."""
-    older = [(batch, path) for path, batch in checkpoints.items() if batch <= first_skip]
+    """The newest checkpoint (path -> its batch) written before batch ``first_skip`` (0-indexed) was trained on.
+
+    Only a checkpoint that exists: Composer's ``all_saved_checkpoints_to_timestamp`` keeps naming the ones its
+    rotation (``save_num_checkpoints_to_keep``) deleted.
+    """
+    older = [(batch, path) for path, batch in checkpoints.items() if batch <= first_skip and os.path.exists(path)]
     if not older:
         return None
     batch, path = max(older)
