@@ -11,7 +11,9 @@ builds the tokenizer, the model or the data. It checks:
 * the ``callbacks`` block: this package's callbacks' keys, llm-foundry's built-in callbacks' key names, a plateau
   callback listed without the plateau scheduler;
 * a ``reduce_lr_on_plateau`` monitor: its evaluator label against the eval loaders, its metric against what the
-  configured llm-foundry model family reports.
+  configured llm-foundry model family reports;
+* ``fsdp_config`` under FSDP2 and the checkpoint the run will load against the run's FSDP and world size
+  (:mod:`foundry_ext.catalog.fsdp`).
 
 Nothing here imports torch or Composer. It never rejects what it does not know (other plugins' schedulers and
 callbacks, models of other families): those are left to llm-foundry.
@@ -29,6 +31,7 @@ from typing import Any
 
 from foundry_ext.catalog.callbacks import FIELD as GUARD_FIELD
 from foundry_ext.catalog.callbacks import UNCHECKED_SUFFIXES
+from foundry_ext.catalog.fsdp import check_fsdp
 from foundry_ext.catalog.registry import (
     CALLBACK_MODELS,
     FOUNDRY_CALLBACKS,
@@ -121,6 +124,7 @@ def check_train_config(
         found.scheduler = _check_scheduler(dict(block), found)
     _check_callbacks(cfg.get("callbacks"), name, found)
     _check_checkpoint_guard(cfg, found)
+    found.errors += check_fsdp(cfg, world_size=world_size)  # fsdp_config, and the checkpoint the run will load
     _check_optimizer_lr(cfg, found)
     if isinstance(found.scheduler, ScheduleModel) and found.scheduler.name == "reduce_lr_on_plateau":
         _check_monitor(found.scheduler, cfg, found)

@@ -355,6 +355,63 @@ BAD: dict[str, tuple[dict[str, Any], str, str]] = {
         "save_filename",
         "is compressed or a tar archive",
     ),
+    # issue 42: a folder load_path (a sharded checkpoint's) on a run that loads files; on one rank llm-foundry drops
+    # fsdp_config (the rows on 2 ranks with FSDP2: FSDP2_BAD below; through the launcher: test_fsdp_resume.py)
+    "load_path-folder-without-fsdp": (
+        {"load_path": str(ROOT / "tests" / "resume" / "fixtures")},
+        "load_path",
+        "this run has no fsdp_config",
+    ),
+    "load_path-folder-fsdp-on-one-rank": (
+        {"load_path": str(ROOT / "tests" / "resume" / "fixtures"), "fsdp_config": {"state_dict_type": "sharded"}},
+        "load_path",
+        "this run has 1 rank, where llm-foundry drops fsdp_config",
+    ),
+}
+
+# Issue 42, what needs FSDP2 on 2 ranks: checked with FSDP_VERSION=2 and `validate --world-size 2`, and through
+# llm-foundry's train_from_yaml with WORLD_SIZE=2 (the config transforms run before it starts a process group).
+# id -> (changes to BASE, the field the line must name, a fragment of the message)
+SHARDED = {"state_dict_type": "sharded"}
+FSDP2_BAD: dict[str, tuple[dict[str, Any], str, str]] = {
+    "fsdp2-sharding_strategy": (
+        {"fsdp_config": {**SHARDED, "sharding_strategy": "SHARD_GRAD_OP"}},
+        "fsdp_config.sharding_strategy",
+        "reshard_after_forward: false is what SHARD_GRAD_OP did",
+    ),
+    "fsdp2-use_orig_params": (
+        {"fsdp_config": {"use_orig_params": False}},
+        "fsdp_config.use_orig_params",
+        "FSDP2 (FSDP_VERSION=2) has no such setting",
+    ),
+    "fsdp2-sharded_ckpt_prefix_dir": (
+        {"fsdp_config": {**SHARDED, "sharded_ckpt_prefix_dir": "step{batch}"}},
+        "fsdp_config.sharded_ckpt_prefix_dir",
+        "always names checkpoint folders ep{epoch}-ba{batch}",
+    ),
+    "load_path-file-on-sharded-run": (
+        {"fsdp_config": SHARDED, "load_path": "runs/x/checkpoints/ep0-ba10-rank0.pt"},
+        "load_path",
+        "is a checkpoint file",
+    ),
+    "load_path-file-on-fsdp2-default": (  # FSDP2's state_dict_type defaults to sharded (FSDP1's to full)
+        {
+            "fsdp_config": {"mixed_precision": "FULL"},
+            "load_path": str(ROOT / "tests" / "resume" / "fixtures" / "plateau_resume" / "ep0-ba12-rank0.pt"),
+        },
+        "load_path",
+        "this run loads sharded checkpoint folders",
+    ),
+    "load_path-folder-without-metadata": (
+        {"fsdp_config": SHARDED, "load_path": str(ROOT / "tests" / "resume" / "fixtures")},
+        "load_path",
+        "has no .metadata (and no .distcp shard)",
+    ),
+    "load_path-folder-state_dict_type-full": (
+        {"fsdp_config": {"state_dict_type": "full"}, "load_path": str(ROOT / "tests" / "resume" / "fixtures")},
+        "load_path",
+        "this run has fsdp_config.state_dict_type: full",
+    ),
 }
 
 # Valid configs, which must pass (Composer defaults, llm-foundry defaults, units Composer converts).
@@ -432,6 +489,30 @@ def test_llm_foundry_training_refuses_it_before_building_anything(case: str, tmp
     assert "build_tokenizer" not in frames and "build_composer_model" not in frames
     lines = str(raised.value).splitlines()
     assert any(line.startswith(f"{field}: ") and fragment in line for line in lines), str(raised.value)
+
+
+@pytest.mark.parametrize("case", list(FSDP2_BAD))
+def test_fsdp2_on_two_ranks_names_the_field(
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``foundry-ext validate --world-size 2`` under FSDP_VERSION=2, then llm-foundry's train_from_yaml on 2 ranks."""
+    from llmfoundry.command_utils import train_from_yaml
+
+    changes, field, fragment = FSDP2_BAD[case]
+    config = make_config(tmp_path, changes)
+    monkeypatch.setenv("FSDP_VERSION", "2")
+    assert main(["validate", str(config), "--world-size", "2"]) == 2
+    err = capsys.readouterr().err
+    named = [line.removeprefix(f"{config}: ") for line in err.splitlines()]
+    assert any(line.startswith(f"{field}: ") and fragment in line for line in named), err
+    assert main(["validate", str(config), "--world-size", "2"]) == 2  # twice: nothing was moved or changed
+    capsys.readouterr()
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(ConfigError) as raised:
+        train_from_yaml(str(config), [])
+    frames = [frame.f_code.co_name for frame, _ in traceback.walk_tb(raised.value.__traceback__)]
+    assert "preflight_transform" in frames and "build_composer_model" not in frames
+    assert any(line.startswith(f"{field}: ") and fragment in line for line in str(raised.value).splitlines())
 
 
 @pytest.mark.parametrize("case", list(GOOD))

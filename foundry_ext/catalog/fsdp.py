@@ -1,0 +1,200 @@
+"""The ``fsdp_config`` block and the checkpoint a run will load, checked before the model is built.
+
+What Composer 0.32 and llm-foundry 0.22 do, and where it goes wrong only after the model is built (a traceback):
+
+* ``FSDP_VERSION=2`` (read from the environment by Composer's ``Trainer``) builds an ``FSDP2Config`` from
+  ``fsdp_config`` with ``FSDP2Config.from_compatible_attrs``: a key FSDP2 has no setting for (``sharding_strategy``,
+  ``use_orig_params``, ``sharded_ckpt_prefix_dir``, ...) is dropped with one ``UserWarning`` among many. Here it is an
+  error naming the key: the run would not do what its YAML says.
+* On one rank llm-foundry drops ``fsdp_config`` ("FSDP is not applicable for single-GPU training. Reverting to DDP"):
+  the run trains DDP and saves and loads checkpoint *files*, whatever ``state_dict_type`` says.
+* A sharded run (FSDP, ``state_dict_type: sharded``; FSDP2's default) loads a *folder* with
+  ``torch.distributed.checkpoint``; any other run loads a *file*. The wrong kind fails once the model is built
+  (``IsADirectoryError`` / ``ValueError: load_path must be a directory when using sharded state dict``), and so does a
+  sharded folder without its ``.metadata`` or one of the shards it names.
+
+The checkpoint checked is the one Composer will load: with ``autoresume: true``, the local ``save_folder``'s
+``latest`` symlink when it exists (autoresume then wins over ``load_path``), else ``load_path``. Only local paths are
+looked at; a URI or a path that does not exist is left to Composer, except that a ``.pt`` name given to a sharded run
+is known from the YAML alone. Nothing here imports torch or Composer, except that reading a local folder's
+``.metadata`` unpickles ``torch.distributed.checkpoint`` dataclasses (:mod:`foundry_ext.checkpoint.layout`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from foundry_ext.checkpoint.errors import show
+from foundry_ext.checkpoint.layout import local_kind, sharded_folder_problem
+from foundry_ext.config.errors import Problem
+
+__all__ = ["FSDP2_KEYS", "check_fsdp"]
+
+#: The keys Composer 0.32's FSDP2 takes (``FSDP2Config.settable_attrs()``; checked against Composer by
+#: ``tests/catalog/test_fsdp_checks.py``). ``from_compatible_attrs`` drops every other ``fsdp_config`` key.
+FSDP2_KEYS = (
+    "activation_checkpointing",
+    "activation_cpu_offload",
+    "device_mesh",
+    "load_monolith_rank0_only",
+    "mixed_precision",
+    "reshard_after_forward",
+    "state_dict_type",
+    "verbose",
+)
+
+# What FSDP2 does instead, for the FSDP1 keys a YAML written for FSDP1 most often holds (Composer's FSDP2Config and
+# composer/distributed/fsdp2.py)
+_FSDP2_INSTEAD = {
+    "sharding_strategy": "FSDP2 always shards fully; reshard_after_forward: false is what SHARD_GRAD_OP did",
+    "sharded_ckpt_prefix_dir": "FSDP2 always names checkpoint folders ep{epoch}-ba{batch}",
+    "use_orig_params": "FSDP2 always trains the original parameters",
+    "sync_module_states": "FSDP2 sets it itself",
+    "data_parallel_shard_degree": "FSDP2 shards over every rank",
+    "data_parallel_replicate_degree": "FSDP2 shards over every rank",
+    "load_planner": "FSDP2 uses torch's default planner",
+    "save_planner": "FSDP2 uses torch's default planner",
+}
+
+_FORMAT = re.compile(r"\{(\w*)\}")
+
+
+def check_fsdp(cfg: Mapping[str, Any], *, world_size: int, fsdp_version: str | None = None) -> list[Problem]:
+    """The problems of ``cfg``'s ``fsdp_config`` and of the checkpoint it will load on ``world_size`` ranks.
+
+    Args:
+        cfg (Mapping): The resolved train config.
+        world_size (int): The number of ranks (the launcher's ``WORLD_SIZE``; ``foundry-ext validate --world-size``).
+        fsdp_version (str, optional): ``"2"`` for FSDP2. Default: the ``FSDP_VERSION`` environment variable, which is
+            what Composer's ``Trainer`` reads; ``"1"`` when unset.
+    """
+    version = fsdp_version if fsdp_version is not None else os.environ.get("FSDP_VERSION", "1")
+    fsdp = cfg.get("fsdp_config")
+    fsdp = fsdp if isinstance(fsdp, Mapping) else None
+    problems = _fsdp2_dropped_keys(fsdp) if fsdp is not None and version == "2" else []
+    found = _checkpoint_to_load(cfg, world_size)
+    if found is not None:
+        problem = _load_problem(*found, fsdp, world_size, version)
+        if problem is not None:
+            problems.append(problem)
+    return problems
+
+
+def _fsdp2_dropped_keys(fsdp: Mapping[str, Any]) -> list[Problem]:
+    problems = []
+    for key in fsdp:
+        if key in FSDP2_KEYS:
+            continue
+        instead = _FSDP2_INSTEAD.get(str(key))
+        problems.append(
+            Problem(
+                f"fsdp_config.{key}",
+                f"FSDP2 (FSDP_VERSION=2) has no such setting and Composer would drop it"
+                f"{f' ({instead})' if instead else ''}; FSDP2 takes {', '.join(FSDP2_KEYS)}: remove it, or run "
+                "FSDP1 (FSDP_VERSION unset, on CUDA)",
+            )
+        )
+    return problems
+
+
+def _sharded(fsdp: Mapping[str, Any] | None, world_size: int, version: str) -> bool:
+    """Whether the run loads (and saves) sharded folders: FSDP on 2+ ranks with ``state_dict_type: sharded``."""
+    if fsdp is None or world_size < 2:
+        return False
+    return fsdp.get("state_dict_type", "sharded" if version == "2" else "full") == "sharded"
+
+
+def _checkpoint_to_load(cfg: Mapping[str, Any], world_size: int) -> tuple[str, str, str] | None:
+    """``(field, path, how it is named)`` of the checkpoint Composer will load, or None (none, or not known here)."""
+    if cfg.get("autoresume") is True:
+        latest = _latest(cfg, world_size)
+        if latest is not None and os.path.lexists(latest):
+            target = f" -> {show(os.readlink(latest))}" if os.path.islink(latest) else ""
+            return "autoresume", latest, f"save_folder's {show(os.path.basename(latest))}{target}"
+    load_path = cfg.get("load_path")
+    if not isinstance(load_path, str) or not load_path:
+        return None
+    path = _format(load_path, cfg, world_size)
+    return None if path is None else ("load_path", path, repr(show(load_path)))
+
+
+def _latest(cfg: Mapping[str, Any], world_size: int) -> str | None:
+    """The local path of rank 0's ``latest`` symlink, named as llm-foundry names it.
+
+    llm-foundry's default name follows ``fsdp_config.state_dict_type``, read with FSDP1's default ``full``.
+    """
+    folder = cfg.get("save_folder")
+    if not isinstance(folder, str) or not folder or "://" in folder:
+        return None
+    fsdp = cfg.get("fsdp_config")
+    sharded = isinstance(fsdp, Mapping) and fsdp.get("state_dict_type", "full") == "sharded"
+    name = cfg.get("save_latest_filename") or ("latest-sharded-rank{rank}" if sharded else "latest-rank{rank}.pt")
+    folder, name = _format(folder, cfg, world_size), _format(str(name), cfg, world_size)
+    return None if folder is None or name is None else os.path.join(folder, name)
+
+
+def _format(text: str, cfg: Mapping[str, Any], world_size: int) -> str | None:
+    """``text`` with Composer's format variables filled as for rank 0, the rank whose path every rank loads.
+
+    None when it holds one that only the Trainer knows (``{epoch}``, ...).
+    """
+    run_name = cfg.get("run_name")
+    values = {
+        "rank": "0",
+        "local_rank": "0",
+        "node_rank": "0",
+        "world_size": str(world_size),
+        "run_name": str(run_name) if run_name else None,
+    }
+    unknown = False
+
+    def fill(match: re.Match[str]) -> str:
+        nonlocal unknown
+        value = values.get(match.group(1))
+        unknown = unknown or value is None
+        return value or ""
+
+    filled = _FORMAT.sub(fill, text)
+    return None if unknown else filled
+
+
+def _load_problem(
+    field: str, path: str, shown: str, fsdp: Mapping[str, Any] | None, world_size: int, version: str
+) -> Problem | None:
+    kind = local_kind(path)
+    sharded = _sharded(fsdp, world_size, version)
+    if kind == "folder" and not sharded:
+        what = (
+            "a sharded checkpoint folder"
+            if os.path.isfile(os.path.join(path, ".metadata"))
+            else "a folder, not a checkpoint file"
+        )
+        if fsdp is None:
+            why = "this run has no fsdp_config"
+        elif world_size < 2:
+            why = (
+                "this run has 1 rank, where llm-foundry drops fsdp_config (FSDP is not applicable on one device: it "
+                "trains DDP and loads checkpoint files): launch 2 or more ranks"
+            )
+        else:
+            why = f"this run has fsdp_config.state_dict_type: {show(str(fsdp.get('state_dict_type')))}"
+        return Problem(
+            field,
+            f"{shown} is {what}: only FSDP with fsdp_config.state_dict_type: sharded on 2 or more ranks loads a "
+            f"folder; {why}",
+        )
+    if sharded and (kind == "file" or (kind is None and path.endswith(".pt"))):
+        return Problem(
+            field,
+            f"{shown} is a checkpoint file (written by DDP, by FSDP with state_dict_type: full, or by a run of 1 "
+            "rank), but this run loads sharded checkpoint folders (fsdp_config.state_dict_type: sharded): give the "
+            "folder of a sharded checkpoint, or load this file with fsdp_config.state_dict_type: full",
+        )
+    if sharded and kind == "folder":
+        problem = sharded_folder_problem(path)
+        if problem is not None:
+            return Problem(field, f"{shown} {problem}")
+    return None
