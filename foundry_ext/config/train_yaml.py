@@ -63,7 +63,7 @@ def load_train_config(path: str, overrides: list[str] | tuple[str, ...] = ()) ->
     Raises:
         ConfigError: one line (field ``""``) that says what is wrong with the file or an override.
     """
-    from omegaconf import DictConfig, OmegaConf
+    from omegaconf import DictConfig, ListConfig, OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
     def fail(message: str) -> ConfigError:
@@ -98,7 +98,15 @@ def load_train_config(path: str, overrides: list[str] | tuple[str, ...] = ()) ->
             cfg = OmegaConf.merge(cfg, OmegaConf.from_cli(list(overrides)))
         except Exception as e:  # OmegaConf reports a bad dotted key or value as various error types
             raise fail(f"overrides {' '.join(overrides)}: {one_line(e)}") from None
-    for code_path in cfg.get("code_paths", None) or []:  # custom schedulers register themselves on import
+    code_paths = cfg.get("code_paths", None)
+    if code_paths is not None and not (
+        isinstance(code_paths, ListConfig) and all(isinstance(p, str) for p in code_paths)
+    ):
+        shown = OmegaConf.to_container(code_paths) if isinstance(code_paths, ListConfig) else code_paths
+        raise ConfigError(  # llm-foundry iterates it: an int is a TypeError, a string imports each of its letters
+            "code_paths", f"{shown!r} is not a list of Python files; expected e.g. code_paths: [my_scheduler.py]"
+        )
+    for code_path in code_paths or []:  # custom schedulers register themselves on import
         from llmfoundry.utils.registry_utils import import_file
 
         try:

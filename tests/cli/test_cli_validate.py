@@ -115,6 +115,11 @@ def test_plateau_monitor_label_must_match_an_eval_loader(tmp_path: Path, capsys:
         pytest.param(None, "no such file", id="missing-file"),
         pytest.param("a: [1, 2\n", "invalid YAML", id="invalid-yaml"),
         pytest.param("- 1\n- 2\n", "at the top level", id="not-a-mapping"),
+        # issue 46: a TypeError traceback (an int), or each letter of a string imported as a file
+        pytest.param("code_paths: 5\n", "code_paths: 5 is not a list of Python files", id="code-paths-int"),
+        pytest.param("code_paths: a.py\n", "code_paths: 'a.py' is not a list of Python", id="code-paths-string"),
+        pytest.param("code_paths: [1]\n", "code_paths: [1] is not a list of Python", id="code-paths-int-item"),
+        pytest.param("code_paths: {a: 1}\n", "code_paths: {'a': 1} is not a list", id="code-paths-mapping"),
     ],
 )
 def test_unreadable_config_is_one_line(
