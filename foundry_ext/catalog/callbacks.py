@@ -135,6 +135,7 @@ class ResumeCheckKeys(ConfigModel):
 
 
 SPIKE_FIELD = "callbacks.spike_guard"
+_MAX_WINDOW = 100_000  # steps (OLMo-core's window is 128); shown whole in the messages, as 1e+06 would not be
 
 
 class SpikeRollback(ConfigModel):
@@ -191,8 +192,13 @@ class SpikeGuardConfig(ConfigModel):
     threshold: float = Field(
         default=6.0, gt=0, allow_inf_nan=False, description="standard deviations above the window's mean that skip"
     )
-    window: int = Field(default=128, ge=2, description="accepted steps the mean and standard deviation cover")
-    min_history: int = Field(default=64, ge=2, description="accepted steps needed before a z-score can skip")
+    # bounded: the window is a deque of that many steps (2**63 was an OverflowError once the run started)
+    window: int = Field(
+        default=128, ge=2, le=_MAX_WINDOW, description="accepted steps the mean and standard deviation cover"
+    )
+    min_history: int = Field(
+        default=64, ge=2, le=_MAX_WINDOW, description="accepted steps needed before a z-score can skip"
+    )
     grad_norm: bool = Field(default=False, description="also test the gradient norm (before clipping)")
     max_skips: int = Field(default=10, ge=1, description="consecutive skips after which the run stops")
     ceiling: float | None = Field(

@@ -339,6 +339,12 @@ BAD: dict[str, tuple[dict[str, Any], str, str]] = {
     ),
     "callback-not-mapping": ({"callbacks": {"lr_monitor": 3}}, "callbacks.lr_monitor", "expected a mapping"),
     "callbacks-list": ({"callbacks": ["lr_monitor"]}, "callbacks", "expected a mapping"),
+    # issue 46: validate accepted it, and the run crashed with an OverflowError once the guard built its window
+    "spike-guard-window-2**63": (
+        {"callbacks": {"spike_guard": {"window": 2**63, "min_history": 2}}},
+        "callbacks.spike_guard.window",
+        "9223372036854775808 is out of range; expected an integer in [2, 100000]",
+    ),
     # issue 34: known from the YAML, refused before the model is built (the callback found them at BEFORE_LOAD, or
     # only when a partial checkpoint had to be moved)
     "guard-quarantine-like-latest": (

@@ -195,6 +195,16 @@ def test_resume_decides_as_the_uninterrupted_run(tmp_path: Path) -> None:
         ({"ceiling": "high"}, "callbacks.spike_guard.ceiling:"),
         ({"rollback": {"skip": 3}}, "callbacks.spike_guard.rollback.skip: unknown key"),
         ({"rollback": {"skip_batches": -1}}, "callbacks.spike_guard.rollback.skip_batches: -1 is out of range"),
+        # issue 46: validate accepted it and the run crashed (OverflowError) building its deque
+        (
+            {"window": 2**63, "min_history": 2},
+            "callbacks.spike_guard.window: 9223372036854775808 is out of range; expected an integer in [2, 100000]",
+        ),
+        (
+            {"window": 100_001},
+            "callbacks.spike_guard.window: 100001 is out of range; expected an integer in [2, 100000]",
+        ),
+        ({"min_history": 2**64}, "callbacks.spike_guard.min_history: 18446744073709551616 is out of range"),
     ],
 )
 def test_bad_keys_one_line_exit_2(kwargs: dict[str, Any], line: str, capsys: pytest.CaptureFixture[str]) -> None:
