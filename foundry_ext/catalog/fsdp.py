@@ -14,7 +14,8 @@ What Composer 0.32 and llm-foundry 0.22 do, and where it goes wrong only after t
   sharded folder without its ``.metadata`` or one of the shards it names.
 
 The checkpoint checked is the one Composer will load: with ``autoresume: true``, the local ``save_folder``'s
-``latest`` symlink when it exists (autoresume then wins over ``load_path``), else ``load_path``. Only local paths are
+``latest`` symlink when it exists (autoresume then wins over ``load_path``; not checked when ``checkpoint_guard`` is
+listed, which repairs ``latest`` after this check, at ``BEFORE_LOAD``), else ``load_path``. Only local paths are
 looked at; a URI or a path that does not exist is left to Composer, except that a ``.pt`` name given to a sharded run
 is known from the YAML alone. Nothing here imports torch or Composer, except that reading a local folder's
 ``.metadata`` unpickles ``torch.distributed.checkpoint`` dataclasses (:mod:`foundry_ext.checkpoint.layout`).
@@ -112,6 +113,9 @@ def _checkpoint_to_load(cfg: Mapping[str, Any], world_size: int) -> tuple[str, s
     if cfg.get("autoresume") is True:
         latest = _latest(cfg, world_size)
         if latest is not None and os.path.lexists(latest):
+            callbacks = cfg.get("callbacks")
+            if isinstance(callbacks, Mapping) and "checkpoint_guard" in callbacks:
+                return None  # the guard repairs latest at BEFORE_LOAD (an incomplete target is quarantined): its call
             target = f" -> {show(os.readlink(latest))}" if os.path.islink(latest) else ""
             return "autoresume", latest, f"save_folder's {show(os.path.basename(latest))}{target}"
     load_path = cfg.get("load_path")

@@ -84,3 +84,5 @@ def test_autoresume_checks_the_latest_it_would_load_not_load_path(folder: Path, 
         "autoresume: save_folder's latest-sharded-rank0 -> ep0-ba8-rank0.pt is a checkpoint file"
     )
     assert _lines(cfg, world_size=1) == []  # one rank loads files
+    # checkpoint_guard repairs latest at BEFORE_LOAD, after this check: what latest will be is the guard's to decide
+    assert _lines({**cfg, "callbacks": {"checkpoint_guard": {}}}) == []
