@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from foundry_ext.catalog.batch_size import check_batch_size_schedule
 from foundry_ext.catalog.callbacks import FIELD as GUARD_FIELD
 from foundry_ext.catalog.callbacks import UNCHECKED_SUFFIXES
 from foundry_ext.catalog.fsdp import check_fsdp
@@ -123,6 +124,9 @@ def check_train_config(
     else:
         found.scheduler = _check_scheduler(dict(block), found)
     _check_callbacks(cfg.get("callbacks"), name, found)
+    _, ramp_problems, ramp_notes = check_batch_size_schedule(cfg, world_size)
+    found.errors += [p for p in ramp_problems if p not in found.errors]  # callbacks' keys: checked once above
+    found.notes += ramp_notes
     _check_checkpoint_guard(cfg, found)
     found.errors += check_fsdp(cfg, world_size=world_size)  # fsdp_config, and the checkpoint the run will load
     _check_optimizer_lr(cfg, found)

@@ -25,6 +25,7 @@ from foundry_ext.catalog.callbacks import (
 from foundry_ext.config.base import ConfigModel, build
 from foundry_ext.config.errors import ConfigError, Problem, join_path
 from foundry_ext.schedules.base import ScheduleModel
+from foundry_ext.schedules.batch_size import BatchSizeSchedule
 
 __all__ = [
     "CALLBACK_MODELS",
@@ -70,6 +71,7 @@ def _callback_models() -> dict[str, type[ConfigModel]]:
         "schedule_resume_check": ResumeCheckKeys,
         "checkpoint_guard": CheckpointGuardConfig,
         "spike_guard": SpikeGuardConfig,
+        "batch_size_schedule": BatchSizeSchedule,  # written there from the top-level key (catalog/batch_size.py)
     }
 
 

@@ -110,6 +110,8 @@ def train_yaml_schema() -> dict[str, Any]:
     definitions: dict[str, Any] = {}
     definitions["scheduler"] = _scheduler_definitions(definitions)
     callbacks = _callback_definitions(definitions)
+    # the top-level key (moved under callbacks by its config transform): the callback's keys
+    definitions["batch_size_schedule"] = callbacks["properties"]["batch_size_schedule"]
     schema = {
         "$schema": "http://json-schema.org/draft-07/schema#",
         "$id": SCHEMA_ID,
@@ -118,6 +120,7 @@ def train_yaml_schema() -> dict[str, Any]:
         "properties": {
             "scheduler": {"$ref": "#/definitions/scheduler"},
             "callbacks": callbacks,
+            "batch_size_schedule": {"$ref": "#/definitions/batch_size_schedule"},
             "max_duration": {
                 "description": "the run length: a Composer duration (100ba, 2ep, 2e9tok, 1000sp) or an int (epochs)",
                 "anyOf": [{"type": "string"}, {"type": "integer", "minimum": 1}],

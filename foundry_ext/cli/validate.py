@@ -40,6 +40,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--samples-per-batch", type=_positive_int, metavar="N", help="samples per batch, for durations in 'sp'"
     )
     parser.add_argument(
+        "--steps",
+        action="store_true",
+        help="with a batch_size_schedule: print every step (batch, tokens before it, global batch, stage, LR)",
+    )
+    parser.add_argument(
         "--world-size",
         type=_positive_int,
         default=1,
@@ -81,6 +86,8 @@ def run(args: argparse.Namespace) -> int:
     warnings = [str(p) for p in found.warnings]
     if not found.errors and isinstance(cfg.get("scheduler"), Mapping):
         problems += _evaluate(cfg, found, warnings)
+    if not problems and not found.errors and _has_ramp(cfg):
+        problems += _ramp(cfg, args)
     for note in found.notes:
         print(f"note: {note}")
     for line in problems:
@@ -145,6 +152,31 @@ def _evaluate(cfg: dict[str, Any], found: Any, warnings: list[str]) -> list[str]
         if problem is not None:
             problems.append(str(problem))
     return problems
+
+
+def _has_ramp(cfg: Mapping[str, Any]) -> bool:
+    callbacks = cfg.get("callbacks")
+    return cfg.get("batch_size_schedule") is not None or (
+        isinstance(callbacks, Mapping) and callbacks.get("batch_size_schedule") is not None
+    )
+
+
+def _ramp(cfg: dict[str, Any], args: argparse.Namespace) -> list[str]:
+    """A batch-size ramp's stages (and with ``--steps`` every step), as the Trainer will train them; or its problems."""
+    from foundry_ext.batch_preview import ramp_steps, stage_lines
+    from foundry_ext.config.errors import ConfigError
+
+    try:
+        plan, steps = ramp_steps(cfg, args.world_size)
+    except ConfigError as e:
+        return [str(p) for p in e.problems]
+    for line in stage_lines(plan, steps, cfg):
+        print(f"ramp: {line}")
+    if args.steps:
+        print("batch,token,sample,global_batch,stage,lr_factor,lr")
+        for st in steps:
+            print(f"{st.batch},{st.token},{st.sample},{st.size},{st.stage},{st.factor!r},{st.lr!r}")
+    return []
 
 
 def _summary(cfg: dict[str, Any], found: Any) -> str:

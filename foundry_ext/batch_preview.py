@@ -1,0 +1,170 @@
+"""The steps of a run with a ``batch_size_schedule``: the batch, the tokens and the LR of every one, before training.
+
+For step (0-indexed batch) ``k``, as the Trainer applies them (``foundry_ext.trainer.batch_size``):
+
+* ``sample_k``: samples trained before it (``sample_0 = 0``, ``sample_{k+1} = sample_k + B_k``), ``token_k =
+  sample_k * max_seq_len``;
+* ``B_k``: the global batch of the stage ``sample_k`` is in;
+* ``lr_k = lr * m(T_{k-1}) * f(B_k)``: the schedule's multiplier ``m`` at Composer's timestamp after batch ``k - 1``
+  (batch ``k - 1``, ``sample_{k-1}``, ``token_{k-1}``; batch 0: the timestamp 0) times the stage's factor ``f``
+  (1, ``sqrt(B / B_0)`` or ``B / B_0``).
+
+The multiplier is the schedule's formula for this package's own schedules and Composer's class, called on a
+timestamp, for Composer's by name; schedules stepped at run time (``torch_lr_scheduler``, ``reduce_lr_on_plateau``)
+are not previewed here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from foundry_ext.catalog.batch_size import check_batch_size_schedule
+from foundry_ext.catalog.registry import SCHEDULE_MODELS
+from foundry_ext.config.base import build
+from foundry_ext.config.durations import Duration
+from foundry_ext.config.errors import ConfigError, Problem
+from foundry_ext.config.train_yaml import max_duration, optimizer_lr
+from foundry_ext.schedules.base import run_check
+from foundry_ext.schedules.batch_size import BatchPlan
+
+__all__ = ["RampStep", "ramp_steps", "stage_lines"]
+
+
+@dataclass(frozen=True)
+class RampStep:
+    """One optimizer step of a ramped run, as the Trainer trains it."""
+
+    batch: int
+    sample: int
+    token: int
+    size: int
+    stage: int
+    factor: float
+    multiplier: float  #: the schedule's, at the timestamp Composer evaluates it for this batch
+    lr: float
+
+
+def _multiplier_fn(cfg: Mapping[str, Any], md: Duration) -> Callable[[int, int, int], float]:
+    """``(batch, sample, token) -> multiplier`` at that timestamp, the way the run's scheduler computes it."""
+    block = dict(cfg.get("scheduler") or {})
+    name = block.pop("name", None)
+    model_cls = SCHEDULE_MODELS.get(name) if isinstance(name, str) else None
+    if model_cls is not None and model_cls.has_formula:
+        if model_cls.kind != "formula":
+            raise ConfigError(
+                "scheduler.name",
+                f"{name!r}: the steps of a batch-size ramp are previewed for schedules with a formula and Composer's "
+                "by name, not for schedules stepped at run time",
+            )
+        model = build(model_cls, block)
+        check = run_check(model, md, None)
+        if check.errors:
+            raise ConfigError(check.errors)
+        d = check.resolved
+        assert d is not None
+        index = {"ba": 0, "sp": 1, "tok": 2}[d.unit]
+        return lambda b, s, t: model.multiplier((b, s, t)[index], d.values)
+    return _composer_fn(name, block, md)  # type: ignore[arg-type]  # Composer's, llm-foundry's, other plugins'
+
+
+def _composer_fn(name: str, block: dict[str, Any], md: Duration) -> Callable[[int, int, int], float]:
+    """Composer's (or llm-foundry's) class, called on a timestamp: what ``compile_composer_scheduler`` calls."""
+    from types import SimpleNamespace
+
+    from composer.core import Time, Timestamp
+    from llmfoundry.registry import schedulers
+
+    scheduler = schedulers.get(name)(**block)
+    state = SimpleNamespace(max_duration=Time.from_timestring(str(md)), dataloader_len=None, timestamp=None)
+
+    def call(b: int, s: int, t: int) -> float:
+        state.timestamp = Timestamp(batch=b, sample=s, token=t)
+        return float(scheduler(state))  # type: ignore[arg-type]
+
+    return call
+
+
+def ramp_steps(cfg: Mapping[str, Any], world_size: int = 1) -> tuple[BatchPlan, list[RampStep]]:
+    """Every step of ``cfg``'s run with its ramp.
+
+    Raises:
+        ConfigError: the ramp or the schedule has problems (every one), or the run length is in epochs.
+    """
+    plan, problems, _ = check_batch_size_schedule(cfg, world_size)
+    if problems:
+        raise ConfigError(problems)
+    if plan is None:
+        raise ConfigError("batch_size_schedule", "missing")
+    seq_len = cfg.get("max_seq_len")
+    assert isinstance(seq_len, int)  # checked with the ramp's points
+    md = max_duration(cfg)
+    if md.unit == "ep":
+        raise ConfigError([Problem("max_duration", f"'{md}': a ramped run's steps are previewed for a max_duration in "
+                                   "tok, sp or ba")])  # fmt: skip
+    if md.unit == "tok":
+        plan_steps = list(plan.steps(samples=math.ceil(md.value / seq_len)))
+    elif md.unit == "sp":
+        plan_steps = list(plan.steps(samples=int(md.value)))
+    else:
+        plan_steps = list(plan.steps(batches=int(md.value)))
+    multiplier = _multiplier_fn(cfg, md)
+    lr = optimizer_lr(cfg) or 1.0
+    steps = []
+    for k, step in enumerate(plan_steps):
+        before = plan_steps[k - 1] if k > 0 else step  # Composer's timestamp when it set this batch's LR
+        m = multiplier(before.batch, before.sample, before.sample * seq_len)
+        steps.append(
+            RampStep(step.batch, step.sample, step.sample * seq_len, step.size, step.stage, step.factor, m,
+                     lr * m * step.factor)
+        )  # fmt: skip
+    return plan, steps
+
+
+def stage_lines(plan: BatchPlan, steps: list[RampStep], cfg: Mapping[str, Any]) -> list[str]:
+    """One line per stage (its steps, tokens, batch, LR factor), then what each duration given in batches spans."""
+    seq_len = int(cfg["max_seq_len"])
+    lines = []
+    for stage, size in enumerate(plan.sizes):
+        mine = [s for s in steps if s.stage == stage]
+        if not mine:
+            lines.append(f"stage {stage}: global batch {size}: not reached before max_duration")
+            continue
+        first, last = mine[0], mine[-1]
+        end = last.token + last.size * seq_len
+        lines.append(
+            f"stage {stage}: global batch {size}, batches {first.batch}-{last.batch} ({len(mine)} steps), tokens "
+            f"{first.token}-{end} (samples {first.sample}-{last.sample + last.size}), LR x {first.factor:.6g}"
+        )
+    for field, value in _batch_durations(cfg):
+        n = min(int(value), len(steps))
+        end = steps[-1].token + steps[-1].size * seq_len
+        first = steps[n].token if n < len(steps) else end
+        last = end - steps[len(steps) - n].token if n else 0
+        lines.append(
+            f"{field}={value}ba while the batch grows: the first {n} batches span {first} tokens, the last {n} "
+            f"{last} tokens (at the fixed global batch {plan.base}: {n * plan.base * seq_len} tokens)"
+        )
+    return lines
+
+
+def _batch_durations(cfg: Mapping[str, Any]) -> list[tuple[str, int]]:
+    """Durations given in batches: the scheduler's keys, max_duration, eval_interval, save_interval."""
+    from foundry_ext.config.durations import DurationError, parse
+
+    found = []
+    block = cfg.get("scheduler") if isinstance(cfg.get("scheduler"), Mapping) else {}
+    candidates = [(f"scheduler.{k}", v) for k, v in block.items() if k != "name"]
+    candidates += [(k, cfg.get(k)) for k in ("max_duration", "eval_interval", "save_interval")]
+    for field, value in candidates:
+        if not isinstance(value, str):
+            continue
+        try:
+            d = parse(value)
+        except DurationError:
+            continue
+        if d.unit == "ba":
+            found.append((field, int(d.value)))
+    return found
