@@ -26,6 +26,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "lr-find": ("foundry_ext.cli.lr_find", "LR range test with the model and data of a train YAML; suggests an LR"),
     "law": ("foundry_ext.cli.law", "fit a loss law on past runs, predict a train YAML's loss curve, rank a grid"),
     "anneal": ("foundry_ext.cli.anneal", "write the train YAML of a cooldown branched from a stable run's checkpoint"),
+    "average": ("foundry_ext.cli.average", "average the model weights of a run's checkpoints into one checkpoint"),
     "demo-data": ("foundry_ext.cli.demo_data", "write the offline demo tokenizer and MDS dataset to a folder"),
 }
 

@@ -60,8 +60,9 @@ class SpikeGuard(Callback):
     r"""Skip a step whose loss (or gradient norm) spikes, on every rank; stop (and roll back) a burst.
 
     After the last micro-batch's backward pass and before the optimizer step (``Event.AFTER_TRAIN_BATCH``), one
-    all-reduce of three scalars (the sample-weighted loss sum, the sample count, the squared gradient norm) gives
-    every rank the batch's loss :math:`x` and gradient norm :math:`g`; :class:`~.rule.SpikeRule` decides. A skip sets
+    all-reduce of four scalars (the sample-weighted loss sum, the sample count, the squared gradient norm of whole
+    gradients and of shards: :func:`_grad_sq`) gives every rank the batch's loss :math:`x` and the whole model's
+    gradient norm :math:`g`, under DDP and FSDP alike; :class:`~.rule.SpikeRule` decides. A skip sets
     every parameter's ``grad`` to ``None``: the optimizer (torch's SGD / Adam / AdamW, Composer's DecoupledSGDW /
     DecoupledAdamW) passes over parameters without a gradient, so the weights and the optimizer state (moments, step
     counts) stay bitwise as they were, while the batch counter and the LR schedule advance. See docs/spike_guard.md.
@@ -87,7 +88,7 @@ class SpikeGuard(Callback):
         self._count = 0
         self._microbatches = 0
         self._seen = 0
-        self._grad_sq: torch.Tensor | None = None
+        self._grad_sq: tuple[torch.Tensor, torch.Tensor] | None = None
 
     # -- checks before the first batch ---------------------------------------------------------------------------
 
@@ -162,25 +163,25 @@ class SpikeGuard(Callback):
         grad_sq = self._grad_sq
         if self.config.grad_norm and grad_sq is None:
             grad_sq = _grad_sq(state)
-        sharded = bool(getattr(state, "fsdp_enabled", False))
+        whole, shards = grad_sq if grad_sq is not None else (torch.zeros(()), torch.zeros(()))
         world = dist.get_world_size()
+        device = self._loss_sum.device
         # one all-reduce, one host read: every rank decides on the same numbers
         packed = torch.stack(
             [
                 self._loss_sum.reshape(()).double(),
-                torch.tensor(float(self._count), dtype=torch.float64, device=self._loss_sum.device),
-                (grad_sq if grad_sq is not None else torch.zeros(())).double().to(self._loss_sum.device),
+                torch.tensor(float(self._count), dtype=torch.float64, device=device),
+                whole.double().to(device),
+                shards.double().to(device),
             ]
         )
         if world > 1:
             dist.all_reduce(packed, reduce_operation="SUM")
-        loss_sum, count, grad_total = packed.tolist()
+        loss_sum, count, whole_total, shard_total = packed.tolist()
         loss = loss_sum / count
-        if self.config.grad_norm:
-            # DDP: every rank holds the same (averaged) gradient; FSDP: each holds a shard, summed
-            grad_norm: float | None = math.sqrt(grad_total if sharded else grad_total / world)
-        else:
-            grad_norm = None
+        # every rank holds the whole of a DDP gradient (the same on each: world copies summed) and one shard of an
+        # FSDP gradient (the shards summed: the whole model's sum of squares, not one shard's)
+        grad_norm = math.sqrt(whole_total / world + shard_total) if self.config.grad_norm else None
         batch = state.timestamp.batch.value
         decision = self.rule.step(loss, grad_norm, batch)
         self.decisions.append((batch, decision.skip, decision.z))
@@ -193,6 +194,7 @@ class SpikeGuard(Callback):
                 "spike_guard/skipped": int(decision.skip or stop is not None),
                 "spike_guard/skips": self.rule.skips,
                 "spike_guard/z": decision.z,
+                **({"spike_guard/grad_norm": grad_norm} if grad_norm is not None else {}),
             }
         )
         if decision.skip and dist.get_global_rank() == 0:
@@ -228,7 +230,10 @@ class SpikeGuard(Callback):
         folder = Path(format_name_with_dist(str(saver.folder), state.run_name))
         checkpoints = folder_checkpoints(folder)
         for path, stamp in getattr(saver, "all_saved_checkpoints_to_timestamp", {}).items():
-            checkpoints.setdefault(str(Path(path).resolve()), int(stamp.batch.value))
+            saved = Path(path)
+            if saved.suffix == ".distcp":  # sharded: the saver names this rank's file, load_path names the folder
+                saved = saved.parent
+            checkpoints.setdefault(str(saved.resolve()), int(stamp.batch.value))
         first = self.rule.first_skip_batch if self.rule.first_skip_batch is not None else last_batch
         plan = continuation(
             checkpoints, first, last_batch, rollback.skip_batches, str(folder), state.run_name, rollback.save_folder
@@ -257,11 +262,34 @@ def _params(state: State) -> list[torch.nn.Parameter]:
     return params or list(state.model.parameters())
 
 
-def _grad_sq(state: State) -> torch.Tensor:
-    grads = [p.grad.detach().float() for p in _params(state) if p.grad is not None]
-    if not grads:
-        return torch.zeros(())
-    return torch.stack([g.pow(2).sum() for g in grads]).sum()
+def _grad_sq(state: State) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""This rank's part of the squared gradient norm: ``(whole, shards)``, plain tensors summed over the ranks after.
+
+    ``whole`` sums the squares of the gradients this rank holds entirely (DDP, one process: every rank the same);
+    ``shards`` those of the pieces of sharded gradients, so that over the :math:`W` ranks
+    :math:`\|g\|^2 = \sum_r whole_r / W + \sum_r shards_r`. FSDP2 (``fully_shard``) makes each gradient a DTensor
+    sharded on dim 0: its local shard counts, divided by the ranks holding the same shard (HSDP's replicas; 1 under
+    plain FSDP2). FSDP1 (``use_orig_params``) gives each parameter a plain gradient that is this rank's shard.
+    """
+    from torch.distributed.tensor import DTensor
+
+    whole: list[torch.Tensor] = []
+    shards: list[torch.Tensor] = []
+    fsdp1 = getattr(state, "fsdp_config_version", 0) == 1
+    for p in _params(state):
+        if p.grad is None:
+            continue
+        g = p.grad.detach()
+        if isinstance(g, DTensor):
+            replicas = math.prod(g.device_mesh.size(i) for i, pl in enumerate(g.placements) if pl.is_replicate())
+            shards.append(g.to_local().float().pow(2).sum() / replicas)
+        else:
+            (shards if fsdp1 else whole).append(g.float().pow(2).sum())
+    return _total(whole), _total(shards)
+
+
+def _total(parts: list[torch.Tensor]) -> torch.Tensor:
+    return torch.stack(parts).sum() if parts else torch.zeros(())
 
 
 def _drop_gradients(state: State) -> None:

@@ -73,13 +73,20 @@ def checkpoint_before(checkpoints: dict[str, int], first_skip: int) -> tuple[str
 
 
 def folder_checkpoints(folder: Path) -> dict[str, int]:
-    """Rank 0's checkpoint files in ``folder`` (Composer's default ``ep{epoch}-ba{batch}-rank{rank}.pt``) -> batch."""
+    """The checkpoints in ``folder`` -> batch, rank 0's files and sharded checkpoints' folders.
+
+    Rank 0's files: Composer's default ``ep{epoch}-ba{batch}-rank{rank}.pt``. A sharded checkpoint (FSDP
+    ``state_dict_type: sharded``) is a folder ``ep{epoch}-ba{batch}`` holding every rank's ``.distcp`` file and the
+    ``.metadata``; ``load_path`` names the folder.
+    """
     found: dict[str, int] = {}
     if not folder.is_dir():
         return found
     for path in folder.iterdir():
         match = _BATCH.search(path.name)
-        if match and "rank0" in path.name and not path.is_symlink():
+        if not match or path.is_symlink():
+            continue
+        if "rank0" in path.name or (path.is_dir() and (path / ".metadata").is_file()):
             found[str(path.resolve())] = int(match.group(1))
     return found
 
