@@ -25,7 +25,7 @@ from foundry_ext.checkpoint.paths import open_regular
 from foundry_ext.checkpoint.pickle_check import MAX_DEPTH, MAX_PICKLE_BYTES, Capped, walk_pickle
 from foundry_ext.checkpoint.torch_file import load_torch_file
 
-__all__ = ["SHARDED_KEY", "load_sharded"]
+__all__ = ["SHARDED_KEY", "load_sharded", "read_metadata"]
 
 SHARDED_KEY = "foundry_ext_sharded"
 """Key that :func:`load_sharded` adds to a sharded checkpoint's dict: what was and was not read."""
@@ -43,6 +43,25 @@ def load_sharded(folder: Path, shown: str) -> dict[str, Any]:
 
     Raises:
         CheckpointError: No ``.metadata``, or it or a shard is refused (the message says which and why).
+    """
+    metadata = read_metadata(folder, shown)
+    try:
+        return _read_shards(folder, shown, metadata)
+    except CheckpointError:
+        raise
+    except (AttributeError, TypeError, ValueError, KeyError, OSError) as e:  # dataclasses with unexpected fields
+        raise CheckpointError(
+            f"{shown}/.metadata is not valid torch.distributed.checkpoint metadata: {first_line(e)}"
+        ) from None
+
+
+def read_metadata(folder: Path, shown: str) -> Any:
+    """The unpickled ``.metadata`` of the sharded checkpoint ``folder``: walked first, then only DCP's types allowed.
+
+    Also ``foundry-ext average``'s way into a sharded folder (:mod:`foundry_ext.average.sharded`).
+
+    Raises:
+        CheckpointError: No ``.metadata``, or it is refused (the message says why).
     """
     meta_path = folder / ".metadata"
     meta_shown = f"{shown}/.metadata"
@@ -65,14 +84,7 @@ def load_sharded(folder: Path, shown: str) -> dict[str, Any]:
             raise CheckpointError(f"{meta_shown} is not readable (truncated?): {first_line(e)}") from None
         except Exception as e:  # untrusted bytes: any failure of the unpickler means unreadable
             raise CheckpointError(f"{meta_shown} is not readable (truncated?): {first_line(e)}") from None
-    try:
-        return _read_shards(folder, shown, metadata)
-    except CheckpointError:
-        raise
-    except (AttributeError, TypeError, ValueError, KeyError, OSError) as e:  # dataclasses with unexpected fields
-        raise CheckpointError(
-            f"{meta_shown} is not valid torch.distributed.checkpoint metadata: {first_line(e)}"
-        ) from None
+    return metadata
 
 
 def _read_shards(folder: Path, shown: str, metadata: Any) -> dict[str, Any]:

@@ -38,6 +38,11 @@ CASES = {
     "law": (["law", "fit", "a.csv", "b.csv", "--warmup", "-1"], "--warmup -1: must be >= 0"),
     "law predict": (["law", "predict", "{tmp}/missing.json", "yamls/tiny-wsd.yaml"], "missing.json"),
     "demo-data": (["demo-data", "{tmp}/full"], "full"),
+    "average": (
+        ["average", "{tmp}/a.pt", "{tmp}/b.pt", "--weights", "nan,1", "--out", "{tmp}/avg.pt"],
+        "--weights nan,1: nan is not a finite number",
+    ),
+    "average --last": (["average", "{tmp}/full", "--last", "1", "--out", "{tmp}/avg.pt"], "--last 1: must be >= 2"),
     "anneal": (
         ["anneal", "{tmp}/missing.pt", "yamls/tiny-wsd.yaml", "--decay", "0ba", "--out", "{tmp}/b.yaml"],
         "--decay 0ba: a decay of 0 batches",

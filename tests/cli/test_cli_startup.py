@@ -50,6 +50,7 @@ def loaded(*argv: str, heavy: tuple[str, ...] = HEAVY) -> tuple[set[str], str]:
         ["schedulers", "warmup_stable_decay", "torch_lr_scheduler"],
         ["schema"],
         ["plot", "--help"],
+        ["average", "--help"],
         ["validate", "yamls/tiny-wsd.yaml"],  # this package's schedule and llm-foundry's callbacks: nothing heavy
     ],
     ids=" ".join,
