@@ -55,6 +55,13 @@ def _save_folder(yaml_path: str, args_list: list[str]) -> str | None:
 
 def main(yaml_path: str, args_list: list[str]) -> Any:
     """Train; return the ``Trainer`` (a caller in the same process closes it, see ``foundry_ext.streaming_cleanup``)."""
+    from foundry_ext.config.errors import ConfigError, stop_run
+    from foundry_ext.config.train_yaml import read_train_yaml
+
+    try:  # a file that is not a train YAML (a key given twice): validate's one line, not OmegaConf's traceback
+        read_train_yaml(yaml_path)
+    except ConfigError as e:
+        stop_run(e.problems)
     save_folder = _save_folder(yaml_path, args_list)
     local = save_folder is not None and "://" not in save_folder
     log_path = None

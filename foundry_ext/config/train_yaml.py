@@ -27,6 +27,7 @@ __all__ = [
     "max_duration",
     "one_line",
     "optimizer_lr",
+    "read_train_yaml",
     "run_clock",
     "summarize",
 ]
@@ -57,14 +58,16 @@ def summarize(kwargs: Mapping[str, Any], limit: int = 110) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def load_train_config(path: str, overrides: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
-    """Load ``path``, merge ``key=value`` overrides, import ``code_paths`` and resolve interpolations.
+def read_train_yaml(path: str) -> Any:
+    """The train YAML ``path`` as OmegaConf reads it (``train_from_yaml``'s ``om.load``): a ``DictConfig``.
+
+    What ``validate`` says about a file that is not a train YAML, ``train.py`` says too, before llm-foundry reads it:
+    a folder, a missing file, invalid YAML (a key given twice, say), values nested too deep, not a mapping.
 
     Raises:
-        ConfigError: one line (field ``""``) that says what is wrong with the file or an override.
+        ConfigError: one line (field ``""``) that names the file and what is wrong with it.
     """
-    from omegaconf import DictConfig, ListConfig, OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
+    from omegaconf import DictConfig, OmegaConf
 
     def fail(message: str) -> ConfigError:
         return ConfigError("", message)
@@ -73,7 +76,6 @@ def load_train_config(path: str, overrides: list[str] | tuple[str, ...] = ()) ->
         raise fail(f"{path}: is a folder, expected a train YAML file")
     if not os.path.exists(path):
         raise fail(f"{path}: no such file")
-    OmegaConf.clear_resolver("oc.env")  # train_from_yaml does this: ${oc.env:...} is not available to train YAMLs
     try:
         with open(path) as f:
             cfg = OmegaConf.load(f)
@@ -90,6 +92,23 @@ def load_train_config(path: str, overrides: list[str] | tuple[str, ...] = ()) ->
         raise fail(f"{path}: invalid YAML: {one_line(e)}") from None
     if not isinstance(cfg, DictConfig):
         raise fail(f"{path}: expected a mapping of train settings at the top level, got {type(cfg).__name__}")
+    return cfg
+
+
+def load_train_config(path: str, overrides: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
+    """Load ``path``, merge ``key=value`` overrides, import ``code_paths`` and resolve interpolations.
+
+    Raises:
+        ConfigError: one line (field ``""``) that says what is wrong with the file or an override.
+    """
+    from omegaconf import ListConfig, OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    def fail(message: str) -> ConfigError:
+        return ConfigError("", message)
+
+    OmegaConf.clear_resolver("oc.env")  # train_from_yaml does this: ${oc.env:...} is not available to train YAMLs
+    cfg = read_train_yaml(path)
     for item in overrides:
         if "=" not in item:
             raise fail(f"override {item!r}: expected key=value, e.g. max_duration=1000ba")

@@ -72,3 +72,20 @@ def test_the_trainers_first_call_stops_with_one_line_and_status_2(tmp_path: Path
         "foundry-ext: error: scheduler.t_max: '0.01dur' converts to 0 batches"
     )
     assert "Traceback" not in done.stderr, done.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_train_py_says_validates_one_line_for_a_key_given_twice(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """Issue 46: ``spike_guard`` twice in one YAML ended train.py in OmegaConf's ConstructorError traceback."""
+    from foundry_ext.cli import main
+
+    config = tmp_path / "twice.yaml"
+    cfg = tiny_train_config()
+    cfg.pop("callbacks", None)
+    config.write_text(yaml.safe_dump(cfg) + "callbacks:\n  spike_guard:\n    window: 64\n  spike_guard: {}\n")
+    assert main(["validate", str(config)]) == 2
+    said = capsys.readouterr().err.strip().removeprefix("foundry-ext validate: error: ")
+    assert "found duplicate key spike_guard" in said, said
+    done = _run([str(ROOT / "train.py"), str(config)], tmp_path)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert done.stderr.strip().splitlines() == [f"foundry-ext: error: {said}"], done.stderr[-3000:]
