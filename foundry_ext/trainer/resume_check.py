@@ -80,11 +80,16 @@ class ScheduleResumeCheck(Callback):
     def fit_start(self, state: State, logger: Logger) -> None:
         del logger  # unused
         self._state = state
-        if self._checked or self._saved is None:
+        if self._checked:
             return
-        self._checked = True
-        if self.config.reset_lr and self._config_base_lrs:
+        self._checked = True  # the first fit only: a second fit() of one Trainer goes on from its own state
+        # A resumed run: the checkpoint (loaded in Trainer.__init__, before FIT_START) holds this callback's state, or
+        # it moved the clock (one written without this callback: Composer's own schedulers, an older run)
+        resumed = self._saved is not None or int(state.timestamp.batch.value) > 0
+        if self.config.reset_lr and self._config_base_lrs and resumed:
             warn_once(reset_lrs(state, self._config_base_lrs))
+            return
+        if self._saved is None:
             return
         for line in resume_notices(self._saved, describe_run(state), self._config_base_lrs):
             warn_once(line)

@@ -67,3 +67,31 @@ def test_a_bad_value_names_the_key() -> None:
         ConfigError, match=r"^callbacks\.schedule_resume_check\.reset_lr: 'yes' \(str\) is not a boolean"
     ):
         ScheduleResumeCheck(reset_lr="yes")
+
+
+def test_reset_lr_applies_to_a_checkpoint_written_without_the_check(
+    tmp_path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 46: a checkpoint of a run with Composer's own scheduler holds no ScheduleResumeCheck state.
+
+    ``reset_lr: true`` was then ignored without a word (batch 8 and on trained at the checkpoint's 0.1); it asks for
+    this config's LR whatever wrote the checkpoint, so it applies, announced as for any checkpoint.
+    """
+    from composer.optim import ConstantScheduler
+
+    stable, _ = make_trainer(
+        [ConstantScheduler()], max_duration="1000ba", save_folder=str(tmp_path), save_interval="8ba", train_size=4000
+    )
+    stable.fit(duration="8ba")
+    stable.close()
+    checkpoint = tmp_path / "ep0-ba8-rank0.pt"
+    assert "ScheduleResumeCheck" not in torch.load(checkpoint, weights_only=False)["state"]["callbacks"]
+    from foundry_ext.config import notices
+
+    monkeypatch.setattr(notices, "_seen", set())  # the line is said once per process: another test may have said it
+    trainer, recorder = _resume(checkpoint, reset_lr=True)
+    with caplog.at_level(logging.WARNING):
+        trainer.fit()
+    assert recorder.lrs[8] == [0.05] and recorder.lrs[9] == [0.05]
+    text = caplog.text + "".join(r.getMessage() for r in caplog.records)
+    assert "reset_lr: resuming at batch 8 with this config's optimizer lr 0.05 instead of the checkpoint's 0.1" in text
