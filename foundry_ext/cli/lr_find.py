@@ -132,7 +132,7 @@ def _run(
     from foundry_ext.lr_find import TrainLoaderTooShortError, lr_find
     from foundry_ext.lr_find.report import render_png, write_csv, write_json
     from foundry_ext.lr_find.rules import paste_value
-    from foundry_ext.lr_find.runner import ignored_keys
+    from foundry_ext.lr_find.runner import FSDP_ONE_PROCESS, fsdp_unused, ignored_keys
 
     try:
         cfg = loading.load_train_config(args.config, args.overrides)
@@ -155,6 +155,8 @@ def _run(
                 f"{', '.join(ignored)}",
                 flush=True,
             )
+        if fsdp_unused(cfg, dist.get_world_size()):
+            print(FSDP_ONE_PROCESS, flush=True)
     try:
         result = lr_find(cfg, lr_min, lr_max, batches, beta=beta, rule=rule, reading=reading)
     except TrainLoaderTooShortError as e:

@@ -41,7 +41,16 @@ from foundry_ext.lr_find.rules import (
     suggested_range,
 )
 
-__all__ = ["IGNORED_KEYS", "READINGS", "LRFindResult", "derive_config", "ignored_keys", "lr_find"]
+__all__ = [
+    "FSDP_ONE_PROCESS",
+    "IGNORED_KEYS",
+    "READINGS",
+    "LRFindResult",
+    "derive_config",
+    "fsdp_unused",
+    "ignored_keys",
+    "lr_find",
+]
 
 # Keys of the user's YAML the range test drops; reported in one line when set.
 IGNORED_KEYS = (
@@ -183,6 +192,18 @@ def ignored_keys(cfg: Mapping[str, Any]) -> list[str]:
     return [k for k in _REPORTED if cfg.get(k) not in (None, False, {}, [], "")]
 
 
+#: Said once, on rank 0, when :func:`fsdp_unused` (llm-foundry would drop FSDP itself, with a warning of its own).
+FSDP_ONE_PROCESS = (
+    "lr-find: fsdp_config not used: one process trains the whole model unsharded, as llm-foundry does on one device "
+    "(to shard it: FSDP_VERSION=2 on CPU, or on GPUs, .venv/bin/composer -n N .venv/bin/foundry-ext lr-find ...)"
+)
+
+
+def fsdp_unused(cfg: Mapping[str, Any], world_size: int) -> bool:
+    """Whether the YAML asks for FSDP and the range test runs in one process, where FSDP has nothing to shard over."""
+    return world_size == 1 and cfg.get("fsdp_config") not in (None, {})
+
+
 def derive_config(
     cfg: Mapping[str, Any],
     lr_min: float,
@@ -190,6 +211,7 @@ def derive_config(
     batches: int,
     beta: float = DEFAULT_BETA,
     progress: bool = True,
+    world_size: int = 1,
 ) -> tuple[dict[str, Any], list[str]]:
     """The config ``train()`` runs for the range test, and the names of the user's keys it ignores.
 
@@ -201,6 +223,7 @@ def derive_config(
         batches: see :func:`lr_find`.
         beta: see :func:`lr_find`.
         progress: see :func:`lr_find`.
+        world_size: the processes the test runs on; with one, ``fsdp_config`` is dropped (:func:`fsdp_unused`).
     """
     from foundry_ext.lr_find.ramp import ramp_for_batches
 
@@ -208,6 +231,8 @@ def derive_config(
     ignored = ignored_keys(cfg)
     for key in (*IGNORED_KEYS, "code_paths"):
         derived.pop(key, None)
+    if fsdp_unused(cfg, world_size):
+        del derived["fsdp_config"]
     ramp = ramp_for_batches(lr_min, lr_max, batches)
     optimizer = dict(derived.get("optimizer") or {})
     optimizer["lr"] = lr_max
@@ -309,7 +334,7 @@ def lr_find(
         raise ValueError(f"rule: {rule!r} is not one of {', '.join(RULES)}")
     if reading not in READINGS:
         raise ValueError(f"reading: {reading!r} is not one of {', '.join(READINGS)}")
-    derived, ignored = derive_config(cfg, lr_min, lr_max, batches, beta, progress)
+    derived, ignored = derive_config(cfg, lr_min, lr_max, batches, beta, progress, dist.get_world_size())
     derived["callbacks"].update({name: dict(kwargs) for name, kwargs in (callbacks or {}).items()})
     start = time.perf_counter()
     # the ramp stops mid-epoch (or the run raises): its dataset threads and shared memory must not outlive it

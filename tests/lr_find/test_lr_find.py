@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import threading
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ from foundry_ext.lr_find import (
     smooth,
 )
 from foundry_ext.lr_find.rules import minimum, should_stop, smooth_lr, steepest, steepest_linear, valley
+from foundry_ext.lr_find.runner import FSDP_ONE_PROCESS, derive_config, fsdp_unused
 from tests.support.launcher import COMPOSER, REPO
 from tests.support.trainer_utils import loader as tiny_loader
 from tests.support.trainer_utils import make_trainer
@@ -290,6 +292,9 @@ def cli_run(demo_data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[s
         f"load_path={root}/runs/none.pt",
         "autoresume=true",
         "save_overwrite=false",
+        # FSDP, as large runs set it: one process has nothing to shard over, so the range test trains unsharded
+        "fsdp_config.state_dict_type=sharded",
+        "fsdp_config.mixed_precision=FULL",
         "--min=1e-5",
         "--max=0.5",
         "--batches=30",
@@ -301,7 +306,12 @@ def cli_run(demo_data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[s
     os.chdir(cwd)
     try:
         stdout, stderr = io.StringIO(), io.StringIO()
-        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        with (
+            contextlib.redirect_stdout(stdout),
+            contextlib.redirect_stderr(stderr),
+            warnings.catch_warnings(record=True) as caught,
+        ):
+            warnings.simplefilter("always")
             code = retry_shm_race(main, argv)
     finally:
         os.chdir(old)
@@ -314,6 +324,7 @@ def cli_run(demo_data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[s
         "out": out,
         "before": before,
         "after": after,
+        "warnings": [str(w.message) for w in caught],
     }
 
 
@@ -351,6 +362,21 @@ def test_cli_writes_png_csv_json_and_suggests_an_lr_in_range(cli_run: dict[str, 
         and "save_folder, load_path, autoresume, loggers" in (cli_run["stdout"])
     )
     assert "lr-find: batch 30/30" in cli_run["stdout"]  # the progress line
+
+
+def test_cli_says_in_one_line_that_one_process_does_not_use_fsdp_config(cli_run: dict[str, Any]) -> None:
+    assert cli_run["code"] == 0
+    assert cli_run["stdout"].splitlines().count(FSDP_ONE_PROCESS) == 1
+    # the derived config has no fsdp_config: llm-foundry's own warning ("Reverting to DDP") is not raised
+    assert not [w for w in cli_run["warnings"] if "FSDP" in w], cli_run["warnings"]
+
+
+@pytest.mark.parametrize(("world_size", "kept"), [(1, False), (2, True)])
+def test_derive_config_drops_fsdp_config_in_one_process_only(demo_data: Path, world_size: int, kept: bool) -> None:
+    cfg = tiny_config(demo_data, "fsdp_config.state_dict_type=sharded")
+    derived, _ = derive_config(cfg, 1e-5, 1.0, 10, world_size=world_size)
+    assert ("fsdp_config" in derived) is kept and fsdp_unused(cfg, world_size) is not kept
+    assert not fsdp_unused(tiny_config(demo_data), 1)
 
 
 def test_cli_writes_nothing_but_the_named_outputs(cli_run: dict[str, Any]) -> None:
