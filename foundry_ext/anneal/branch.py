@@ -93,6 +93,11 @@ def plan_branch(
     if s == 0:
         raise AnnealError(f"CHECKPOINT {checkpoint}: at batch 0 (nothing trained); branch from a later checkpoint")
     _check_same_run(cfg, source, checkpoint)
+    if source.sharded and not cfg.get("fsdp_config"):
+        raise AnnealError(
+            f"CONFIG {config_path}: no fsdp_config, but CHECKPOINT {checkpoint} is sharded (FSDP: a .metadata and a "
+            "file per rank), which loads only into an FSDP run; expected the stable run's YAML, with its fsdp_config"
+        )
     length = length_of.batches(s, source.tokens_per_batch, source.samples_per_batch)
     _check_budget(cfg, source, s, length, decay)
     peak, lr = source.peaks[0], source.lrs[0]
@@ -140,11 +145,19 @@ def plan_branch(
         branch_cfg["load_path"] = str(kept)
     notes.extend(_branch_knobs_in_overrides(cfg, overrides, shape, alpha))
     if source.sharded:
-        notes.append(
-            "note: a sharded checkpoint (FSDP) loads only on the process group FSDP runs on: train the branch on "
-            "GPUs (CUDA), as the stable run was"
-        )
+        notes.append(_sharded_note(source))
     return Branch(branch_cfg, source, length, shape, alpha, folder, run_name, first, last, notes, kept, rotates)
+
+
+def _sharded_note(source: Source) -> str:
+    """How to train a branch of a sharded checkpoint: the launch that loads it (FSDP, on as many ranks as wrote it)."""
+    n = len(list(source.path.glob("__*_0.distcp")))
+    ranks = f"{n} rank" + ("s" if n != 1 else "")
+    return (
+        f"note: a sharded checkpoint (FSDP, written by {ranks}): the branch keeps the stable run's fsdp_config; "
+        "train it with FSDP as the stable run was (Composer's default FSDP on GPUs; with FSDP_VERSION=2, torch's "
+        f"FSDP2, on CPU too), on {ranks} for the planned run's exact batches (docs/resume.md: other world sizes)"
+    )
 
 
 def keep_source(branch: Branch) -> str:

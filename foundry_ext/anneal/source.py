@@ -31,7 +31,7 @@ class Source:
     Attributes:
         path: the resolved checkpoint file or sharded folder (no link left), what the branch's ``load_path`` names.
         folder: the folder it is in: the stable run's save folder (a sharded checkpoint's parent).
-        sharded: whether it is a sharded folder (loading it needs the process group FSDP runs on: CUDA).
+        sharded: whether it is a sharded folder (it loads only into a run with FSDP, on a process group).
         batch: ``s``, the batches trained: the branch trains from batch ``s`` (0-indexed).
         lrs: the LR of each param group for batch ``s`` (what the optimizer holds: Composer restores it).
         peaks: each group's ``initial_lr``: the schedule's base LR (multiplier 1).

@@ -143,7 +143,11 @@ def test_a_sharded_checkpoint_made_with_torch_distributed_checkpoint(
     dist_cp.save(state_dict=state, storage_writer=dist_cp.FileSystemWriter(str(folder)))
     (tmp_path / "sharded" / "latest-sharded-rank0").symlink_to("ep0-ba8")
     out = tmp_path / "b.yaml"
-    code, stdout, err = anneal(capsys, tmp_path / "sharded", runs.config, "--decay", "4ba", "--out", out)
+    code, _, err = anneal(capsys, tmp_path / "sharded", runs.config, "--decay", "4ba", "--out", out)
+    assert code == 2 and not out.exists()  # the stable YAML has no fsdp_config: a sharded checkpoint cannot load
+    assert err.count("\n") == 1 and "no fsdp_config, but CHECKPOINT" in err, err
+    fsdp = "fsdp_config.state_dict_type=sharded"
+    code, stdout, err = anneal(capsys, tmp_path / "sharded", runs.config, fsdp, "--decay", "4ba", "--out", out)
     assert code == 0, err
     cfg = yaml.safe_load(out.read_text())
     kept = Path(cfg["save_folder"]) / "anneal-source" / "ep0-ba8"
@@ -151,7 +155,7 @@ def test_a_sharded_checkpoint_made_with_torch_distributed_checkpoint(
     shards = sorted(p.name for p in folder.iterdir())
     assert sorted(p.name for p in kept.iterdir()) == shards and ".metadata" in shards
     assert all(os.path.samefile(kept / name, folder / name) for name in shards)  # hard links, file by file
-    assert "a sharded checkpoint (FSDP) loads only on the process group FSDP runs on" in stdout and "CUDA" in stdout
+    assert "note: a sharded checkpoint (FSDP, written by 1 rank)" in stdout and "FSDP_VERSION=2" in stdout
 
 
 def test_help_and_a_bad_option_import_neither_torch_nor_composer() -> None:
