@@ -1,10 +1,14 @@
-"""``foundry-ext validate CONFIG.yaml [key=value ...]``: every problem of a train YAML's schedule, at once.
+"""``foundry-ext validate CONFIG.yaml [key=value ...]``: every problem of a train YAML, at once.
 
 Loads the YAML as ``train.py`` does, then runs the pre-flight check (:mod:`foundry_ext.catalog.preflight`, the same
-code llm-foundry runs before it builds anything) and evaluates the schedule over the run (:mod:`foundry_ext.preview`,
-the LR of the first and the last batch), which runs the checks the Trainer makes when it first calls the scheduler.
-Every problem is one line naming its YAML field; a warmup longer than the run is reported too (it trains, but the LR
-never reaches its peak). Exit status 0 when there is none, 2 otherwise.
+code llm-foundry runs before it builds anything), checks the rest of the config as llm-foundry and Composer read it
+(:mod:`foundry_ext.catalog.train_config`: top-level keys, MPT model keys, FSDP1 keys and values, autoresume) and
+evaluates the schedule over the run (:mod:`foundry_ext.preview`, the LR of the first and the last batch), which runs
+the checks the Trainer makes when it first calls the scheduler. Every problem is one line naming its YAML field.
+
+Errors and warnings as ``law`` treats them: an error (the run would stop, or silently not do what its YAML says) exits
+2; a warning (it trains, but likely not as meant: a warmup longer than the run, a ``max_duration`` without a unit) is
+printed and exits 0, or 2 with ``--strict``. The last line says what was checked.
 
 It imports only what the config uses: nothing heavy for this package's schedulers and llm-foundry's callbacks,
 torch for ``torch_lr_scheduler``, Composer and llm-foundry for schedulers this package does not model.
@@ -51,6 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="ranks the run uses (batches per epoch depend on it)",
     )
+    parser.add_argument("--strict", action="store_true", help="a warning is an error (exit 2), as for `law`")
 
 
 def _positive_int(text: str) -> int:
@@ -67,6 +72,7 @@ def _positive_int(text: str) -> int:
 def run(args: argparse.Namespace) -> int:
     """Print ``OK: ...`` and return 0, or print every problem on its own line and return 2."""
     from foundry_ext.catalog.preflight import check_train_config
+    from foundry_ext.catalog.train_config import check_train_keys
     from foundry_ext.cli import UsageError
     from foundry_ext.config.errors import ConfigError
     from foundry_ext.config.train_yaml import load_train_config
@@ -82,8 +88,9 @@ def run(args: argparse.Namespace) -> int:
         tokens_per_batch=args.tokens_per_batch,
         world_size=args.world_size,
     )
-    problems = [str(p) for p in found.errors]
-    warnings = [str(p) for p in found.warnings]
+    key_errors, key_warnings, checked = check_train_keys(cfg)
+    problems = [str(p) for p in [*key_errors, *found.errors]]
+    warnings = [str(p) for p in [*key_warnings, *found.warnings]]
     if not found.errors and isinstance(cfg.get("scheduler"), Mapping):
         problems += _evaluate(cfg, found, warnings)
     if not problems and not found.errors and _has_ramp(cfg):
@@ -92,13 +99,22 @@ def run(args: argparse.Namespace) -> int:
         print(f"note: {note}")
     for line in problems:
         print(f"{args.config}: {line}", file=sys.stderr)
-    for line in dict.fromkeys(warnings):
+    warnings = list(dict.fromkeys(warnings))
+    for line in warnings:
         print(f"{args.config}: warning: {line}", file=sys.stderr)
-    total = len(problems) + len(dict.fromkeys(warnings))
+    checked += ["the scheduler block and the LR over the run", "callbacks' keys"]
+    print(f"checked: {'; '.join(checked)}")
+    total = len(problems) + (len(warnings) if args.strict else 0)
     if total:
-        print(f"FAILED: {total} problem{'s' if total != 1 else ''} in {args.config}")
+        strict = (
+            f" (--strict: {len(warnings)} warning{'s' if len(warnings) != 1 else ''} among them)"
+            if (args.strict and warnings)
+            else ""
+        )
+        print(f"FAILED: {total} problem{'s' if total != 1 else ''} in {args.config}{strict}")
         return 2
-    print(f"OK: {_summary(cfg, found)}")
+    also = f"; {len(warnings)} warning{'s' if len(warnings) != 1 else ''} (--strict: exit 2)" if warnings else ""
+    print(f"OK: {_summary(cfg, found)}{also}")
     return 0
 
 

@@ -1,6 +1,6 @@
 """Issue 21's corpus: >= 150 bad configs across every scheduler, callback and the optimizer block, >= 30 valid ones.
 
-Each bad config gives ``foundry-ext validate`` exit 2 with a line (an error, or a ``warning:``) that names its YAML
+Each bad config gives ``foundry-ext validate --strict`` exit 2 with a line (an error, or a ``warning:``) naming its YAML
 path, and no Python error text. Each valid one, unusual on purpose (configurations Composer's, torch's and
 llm-foundry's own tests build, degenerate but legal values), gives exit 0. The run is 40 batches of 4 x 64 tokens.
 
@@ -278,7 +278,7 @@ def test_every_minimal_block_is_valid(name: str, tmp_path: Path, capsys: pytest.
 def test_bad_config_names_its_yaml_path(case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     changes, field = BAD[case]
     config = _config(tmp_path, changes)
-    assert main(["validate", str(config)]) == 2
+    assert main(["validate", str(config), "--strict"]) == 2
     err = capsys.readouterr().err
     lines = [line.removeprefix(f"{config}: ").removeprefix("warning: ") for line in err.splitlines()]
     assert any(line.startswith(f"{field}: ") or line == field for line in lines), err
@@ -303,7 +303,7 @@ def test_one_mistake_is_one_line(case: str, tmp_path: Path, capsys: pytest.Captu
     """Issue 34's cases: one line each (a string min_lr was two, one per member of ``float | list[float]``)."""
     changes, field = BAD[case]
     config = _config(tmp_path, changes)
-    assert main(["validate", str(config)]) == 2
+    assert main(["validate", str(config), "--strict"]) == 2
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1, err
     assert field in err
@@ -319,7 +319,7 @@ def test_min_lr_text_names_both_forms(tmp_path: Path, capsys: pytest.CaptureFixt
 
 def test_t_max_before_the_end_says_what_the_tail_trains_at(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = _config(tmp_path, BAD["wsd-t_max-before-end"][0])
-    assert main(["validate", str(config)]) == 2
+    assert main(["validate", str(config), "--strict"]) == 2
     assert capsys.readouterr().err == (
         f"{config}: warning: scheduler.t_max: 30ba (30 batches) ends before max_duration=40ba (40 batches): the last "
         "10 batches train at alpha_f (0.1); set t_max: 1dur, or shorten the run\n"
