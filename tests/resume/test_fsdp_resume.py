@@ -91,6 +91,7 @@ def _same_checkpoint(reference: Path, run_dir: Path, tmp_path: Path) -> None:
     assert checkpoint_differences(a, b, ignore=("/rng",)) == []
 
 
+@pytest.mark.launcher  # trains the reference when no other test of the session did
 def test_reference_writes_one_folder_per_checkpoint(fsdp_reference: Path) -> None:  # noqa: F811
     folder = fsdp_reference / "checkpoints"
     assert sorted(os.listdir(folder)) == ["ep0-ba12", "ep0-ba4", "ep0-ba8", "latest-sharded-rank0"]
@@ -101,7 +102,7 @@ def test_reference_writes_one_folder_per_checkpoint(fsdp_reference: Path) -> Non
     assert sorted(read_metrics(fsdp_reference / "metrics-rank0.jsonl")[EVAL]) == [4, 8, 12]
 
 
-@pytest.mark.slow
+@pytest.mark.launcher  # implies slow
 @pytest.mark.timeout(1200)
 def test_load_path_to_a_sharded_folder_resumes_bitwise(
     fsdp_reference: Path,  # noqa: F811
@@ -159,7 +160,7 @@ def test_autoresume_through_latest_sharded_after_sigkill_resumes_bitwise(
     _same_checkpoint(fsdp_reference, run_dir, tmp_path)
 
 
-@pytest.mark.slow
+@pytest.mark.launcher  # implies slow
 @pytest.mark.timeout(1800)
 def test_world_size_change_reshards_and_keeps_the_schedule(
     fsdp_reference: Path,  # noqa: F811
@@ -223,7 +224,7 @@ def _listing(folder: Path) -> dict[str, int]:
     return {p.name: p.stat().st_size for p in sorted(folder.iterdir())}
 
 
-@pytest.mark.slow
+@pytest.mark.launcher  # implies slow
 @pytest.mark.timeout(1200)
 def test_what_cannot_resume_is_one_line_before_the_model_is_built(
     fsdp_reference: Path,  # noqa: F811
