@@ -5,8 +5,10 @@ gradient norm too, a sharded checkpoint every 3 batches, stop after 2 skips with
 under DDP (``fsdp_config=null``: every rank holds the whole gradient). Proven:
 
 * the gradient norm the guard decides on and logs is the whole model's, not one shard's: equal, to float tolerance, to
-  torch's norm of the DTensor gradients (``get_total_norm`` then ``full_tensor``) and to the guard's own under DDP;
-  the guard's inputs (loss z-score, gradient norm) and decisions are bitwise the same on both ranks;
+  torch's norm of the DTensor gradients (``get_total_norm`` then ``full_tensor``) and to the guard's own under DDP
+  times the factor by which FSDP2's gradients on gloo exceed DDP's (the world size: gloo sums where FSDP2 asks for an
+  average, pytorch/pytorch#162338; measured in the run); the guard's inputs (loss z-score, gradient norm) and
+  decisions are bitwise the same on both ranks;
 * a skipped step leaves every rank's shard of every parameter and of every optimizer state tensor bitwise as before
   it (the batch before it changed them), and both ranks stop together with status 3;
 * the rollback names the sharded checkpoint folder before the burst (ep0-ba6), and the continuation launched with
