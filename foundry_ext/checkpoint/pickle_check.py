@@ -25,7 +25,15 @@ from foundry_ext.checkpoint.errors import CheckpointError, unreadable
 from foundry_ext.checkpoint.limits import check_zip_directory, check_zip_entries, file_size
 from foundry_ext.checkpoint.sniff import TorchFormat
 
-__all__ = ["MAX_DEPTH", "MAX_OPCODES", "MAX_PICKLE_BYTES", "Capped", "check_pickles", "walk_pickle"]
+__all__ = [
+    "LEGACY_MAGIC_NUMBER",
+    "MAX_DEPTH",
+    "MAX_OPCODES",
+    "MAX_PICKLE_BYTES",
+    "Capped",
+    "check_pickles",
+    "walk_pickle",
+]
 
 MAX_DEPTH = 100
 """Deepest nesting of containers accepted in a pickle; the top-level dict is level 1.
@@ -106,6 +114,12 @@ def _check_torch_zip(f: IO[bytes], origin: str) -> None:
         raise unreadable(origin, e) from None
 
 
+#: ``torch.serialization.MAGIC_NUMBER``, the first pickle of a legacy file: written here, not imported, so that the file
+#: size check after the walk refuses a huge legacy file without torch (its import alone is ~500 MB and seconds);
+#: tests/checkpoint/test_inspect_limits.py keeps it equal to torch's
+LEGACY_MAGIC_NUMBER = 0x1950A86A20F9469CFC6C
+
+
 def _check_legacy_pickles(f: IO[bytes], origin: str) -> None:
     """Walk the pickles of a legacy ``torch.save`` file: its magic number, then four more.
 
@@ -115,9 +129,6 @@ def _check_legacy_pickles(f: IO[bytes], origin: str) -> None:
     """
     capped = Capped(f, MAX_PICKLE_BYTES, origin)
     walk_pickle(capped, origin)
-    # torch's one use here, imported only now: a file with a valid first pickle is given to torch.load next anyway
-    from torch.serialization import MAGIC_NUMBER
-
     end = f.tell()
     f.seek(0)
     try:
@@ -125,7 +136,7 @@ def _check_legacy_pickles(f: IO[bytes], origin: str) -> None:
     except Exception:  # any failure means "not the magic number"; torch.load words the error
         first = None
     f.seek(end)
-    if type(first) is not int or first != MAGIC_NUMBER:
+    if type(first) is not int or first != LEGACY_MAGIC_NUMBER:
         return
     for _ in range(4):  # protocol version, sys info, the object itself, the storage keys; then raw tensor bytes
         walk_pickle(capped, origin)

@@ -242,3 +242,18 @@ def test_sparse_legacy_file_declaring_32_gib_is_refused_before_torch_reads_it(tm
     assert path.stat().st_size > 32 * 2**30
     size = path.stat().st_size
     _assert_refused_within_bounds(path, f"is a legacy-format (not zip) torch file of {size} bytes")
+    # issue 46: torch was imported for the magic number before the size check (455-515 MB, 12-20 s on a fresh machine)
+    code = (
+        "import sys; from foundry_ext.cli import main; "
+        f"rc = main(['inspect', {str(path)!r}]); print(rc, 'torch' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.stdout.split() == ["2", "False"], done.stdout + done.stderr
+
+
+def test_the_legacy_magic_number_is_torchs() -> None:
+    from torch.serialization import MAGIC_NUMBER
+
+    from foundry_ext.checkpoint.pickle_check import LEGACY_MAGIC_NUMBER
+
+    assert LEGACY_MAGIC_NUMBER == MAGIC_NUMBER
