@@ -514,13 +514,14 @@ def test_a_source_deleted_before_it_is_kept_is_one_line_and_nothing_is_left(runs
     """The stable run's rotation wins the race: the source vanishes between its reading and its linking."""
     from foundry_ext.anneal import AnnealError, plan_branch, write_branch
 
-    source = _copy(runs.stable / "ep0-ba8-rank0.pt", tmp_path / "ep0-ba8-rank0.pt")
+    (tmp_path / "s").mkdir()  # the stable folder: --out is outside it (its files are never written)
+    source = _copy(runs.stable / "ep0-ba8-rank0.pt", tmp_path / "s" / "ep0-ba8-rank0.pt")
     out = tmp_path / "branch.yaml"
     branch = plan_branch(str(source), str(runs.config), [f"save_folder={tmp_path}/b"], "4ba", out=str(out))
     source.unlink()  # what save_num_checkpoints_to_keep does
     with pytest.raises(AnnealError, match=r"^CHECKPOINT .*ep0-ba8-rank0.pt: deleted while the branch was written"):
         write_branch(branch, str(out))
-    assert sorted(p.name for p in tmp_path.iterdir()) == []  # neither the YAML nor the branch's folder
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s"]  # neither the YAML nor the branch's folder
 
 
 def test_the_same_command_again_reuses_the_kept_source(runs: Runs, tmp_path: Path, capsys: pytest.CaptureFixture):
