@@ -2,9 +2,15 @@
 rendered as a package index renders it); the sdist holds what the suite reads; the wheel, installed into a fresh
 environment next to the llm-foundry pinned in ``uv.lock``, trains with the stock ``composer train.py``.
 
-The fresh environment is installed from uv's cache, offline (``--offline``): the lock's ~200 packages are hard links
-of the cache, no download. Training runs in a folder outside the repository, with copies of ``train.py`` and the
-YAML, and no ``PYTHONPATH``: foundry-ext, its entry points and its config transforms come from the installed wheel.
+The fresh environment holds the wheel alone (``uv pip install --no-deps``, a local file: no index, no cache, no
+network) and reaches the lock's stack through a ``.pth`` line naming the set-up ``.venv``'s site-packages, read-only:
+the exact versions ``uv.lock`` pins, ~7 GB not copied. It used to install the lock's exported pins with ``uv pip
+install --offline``, which resolves each ``name==version`` through the index pages uv caches: on a machine whose uv
+cache was empty before ``uv sync`` (which fetches the lock's URLs and caches the wheels, not the pages) it failed with
+``accelerate==1.8.1 ... unsatisfiable`` (issue 46). Python does not read the ``.pth`` files of a folder a ``.pth``
+names, so ``.venv``'s editable foundry-ext is not on the path, and the wheel's own metadata comes first for entry
+points. Training runs in a folder outside the repository, with copies of ``train.py`` and the YAML, and no
+``PYTHONPATH``: foundry-ext, its entry points and its config transforms come from the installed wheel.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tarfile
 import time
 import zipfile
@@ -107,12 +114,12 @@ def test_the_installed_wheel_trains_with_the_stock_train_py(
     start = time.perf_counter()
     venv = tmp_path / "venv"
     _run([*UV, "venv", "--quiet", "--python", sys.executable, str(venv)], cwd=REPO)
-    requirements = tmp_path / "requirements.txt"
-    _run([*UV, "export", "--locked", "--quiet", "--no-hashes", "--no-emit-project", "-o", str(requirements)], cwd=REPO)
-    wheel = dist / f"foundry_ext-{VERSION}-py3-none-any.whl"
     python = venv / "bin" / "python"
-    _run([*UV, "pip", "install", "--offline", "--quiet", "--python", str(python), "--no-deps", "-r", str(requirements),
-          str(wheel)], cwd=REPO)  # fmt: skip
+    stack = sysconfig.get_paths()["purelib"]  # the set-up .venv's site-packages: the lock's versions
+    site = _run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip()
+    Path(site, "_lock_stack.pth").write_text(stack + "\n")
+    wheel = dist / f"foundry_ext-{VERSION}-py3-none-any.whl"
+    _run([*UV, "pip", "install", "--offline", "--quiet", "--python", str(python), "--no-deps", str(wheel)], cwd=REPO)
     installed = time.perf_counter() - start
 
     work = tmp_path / "work"  # outside the repository: copies of train.py and the YAML, no source tree on the path
@@ -124,17 +131,25 @@ def test_the_installed_wheel_trains_with_the_stock_train_py(
     env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "VIRTUAL_ENV", "PYTHONDONTWRITEBYTECODE"}}
     env |= {"PYTHONNOUSERSITE": "1", "HF_HUB_OFFLINE": "1"}
 
-    show = "import foundry_ext, llmfoundry; print(foundry_ext.__file__, foundry_ext.__version__)"
+    show = (
+        "import importlib.metadata as m, foundry_ext, llmfoundry; print(foundry_ext.__file__, foundry_ext.__version__, "
+        "m.distribution('foundry-ext')._path, sorted({e.value for e in m.entry_points(group='llmfoundry_schedulers')"
+        " if e.name == 'warmup_stable_decay'}))"
+    )
     where = _run([str(python), "-c", show], cwd=work, env=env).stdout
     assert where.startswith(str(venv / "lib")) and where.split()[1] == VERSION, where
+    assert where.split()[2].startswith(str(venv / "lib")), where  # the wheel's metadata, not .venv's editable one
     validate = _run([str(venv / "bin" / "foundry-ext"), "validate", "tiny-wsd.yaml"], cwd=work, env=env)
-    assert validate.stdout.startswith("OK: warmup_stable_decay (t_warmup=20ba, t_decay=0.2dur"), validate.stdout
+    assert validate.stdout.splitlines()[-1].startswith("OK: warmup_stable_decay (t_warmup=20ba, t_decay=0.2dur")
 
-    train = [str(venv / "bin" / "composer"), "train.py", "tiny-wsd.yaml", f"variables.data_local={demo_data}"]
+    # the composer launcher of the lock's Composer, run by the fresh environment's Python (its ranks are too)
+    launcher = [str(python), "-m", "composer.cli.launcher"]
+    train = [*launcher, "train.py", "tiny-wsd.yaml", f"variables.data_local={demo_data}"]
     done = _run([*train, "max_duration=6ba", "eval_interval=3ba", "scheduler.t_warmup=2ba"], cwd=work, env=env)
     output = done.stdout + done.stderr
     assert "Train time/batch: 6" in output, output[-3000:]
-    assert str(REPO) not in output.replace(str(demo_data), "<demo-data>")  # nothing of the source tree was used
+    shown = output.replace(str(demo_data), "<demo-data>").replace(stack, "<lock-stack>")
+    assert str(REPO) not in shown  # nothing of the source tree was used (the stack's files are .venv's)
     checkpoint = work / "runs" / "tiny-wsd" / "checkpoints" / "latest-rank0.pt"
     assert os.path.realpath(checkpoint).endswith("ep0-ba6-rank0.pt")
     elapsed = time.perf_counter() - start
