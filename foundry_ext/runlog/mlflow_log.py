@@ -48,6 +48,7 @@ class _Run:
 
     def __init__(self, source: str) -> None:
         self.source = source
+        self._metrics: Path | None = None  # a file store run's metrics folder: its lines are named when MLflow fails
         if source.startswith("runs:/"):
             run_id, _, rest = source.removeprefix("runs:/").strip("/").partition("/")
             if not run_id or rest:
@@ -59,6 +60,13 @@ class _Run:
             self.where = f"{source} (MLFLOW_TRACKING_URI={uri or 'unset: ./mlruns'})"
         else:
             folder = Path(source).resolve()
+            runs = _experiment_runs(folder)
+            if runs is not None:
+                shown = ", ".join(runs[:3]) + (f" and {len(runs) - 3} more" if len(runs) > 3 else "")
+                raise RunLogError(
+                    f"{source}: an MLflow experiment folder (mlruns/<experiment>), not a run; name one of its runs, "
+                    f"{source.rstrip('/')}/<run id> ({shown or 'it has none'}), or runs:/RUN_ID"
+                )
             if not (folder / "meta.yaml").is_file():
                 raise RunLogError(
                     f"{source}: a folder without MLflow's meta.yaml: expected an MLflow run folder "
@@ -73,6 +81,7 @@ class _Run:
                 )
             run_id, uri = folder.name, folder.parent.parent.as_uri()
             self.where = source
+            self._metrics = metrics
         _sqlalchemy_compat()
         from mlflow.tracking import MlflowClient
 
@@ -98,6 +107,9 @@ class _Run:
         except RunLogError:
             raise
         except Exception as e:  # MLflow's stores raise many kinds (MlflowException, ValueError, OSError, ...)
+            bad = _bad_metric_line(self._metrics) if self._metrics is not None else None
+            if bad:  # MLflow says "invalid literal for int()" without the metric, the file or the line
+                raise RunLogError(f"{self.where}: {bad}") from None
             raise RunLogError(f"{self.where}: MLflow {doing}: {_one_line(e)}") from None
         finally:
             retries.setLevel(level)
@@ -124,6 +136,50 @@ class _Run:
         if steps[0] < 0:
             raise RunLogError(f"{self.where}: metric {key!r} has step {steps[0]}; expected steps >= 0 (batches)")
         return steps, values
+
+
+def _experiment_runs(folder: Path) -> list[str] | None:
+    """The run ids of ``folder`` when it is an MLflow experiment folder (its meta.yaml has no run_id), else None."""
+    import yaml
+
+    meta = folder / "meta.yaml"
+    try:
+        if not meta.is_file() or meta.stat().st_size > 1024**2:
+            return None
+        doc = yaml.safe_load(meta.read_text())
+    except (OSError, ValueError, yaml.YAMLError):
+        return None
+    if not isinstance(doc, dict) or "run_id" in doc or "experiment_id" not in doc:
+        return None
+    return sorted(p.name for p in folder.iterdir() if (p / "meta.yaml").is_file())
+
+
+def _bad_metric_line(metrics: Path) -> str | None:
+    """The first line of a file store's metric files that is not MLflow's ``timestamp value [step]``, named."""
+    for path in sorted(p for p in metrics.rglob("*") if p.is_file()):
+        try:
+            with path.open(encoding="utf-8") as f:
+                for number, line in enumerate(f, 1):
+                    parts = line.split()
+                    try:
+                        int(parts[0]), float(parts[1])
+                        if len(parts) > 2:
+                            int(parts[2])
+                        if len(parts) > 3:
+                            raise ValueError
+                    except (ValueError, IndexError):
+                        shown = line.rstrip("\n")
+                        shown = repr(shown[:80] + "...") if len(shown) > 80 else repr(shown)
+                        key = path.relative_to(metrics).as_posix()
+                        return (
+                            f"metric {key!r} ({path}, line {number}): {shown} is not MLflow's 'timestamp value step' "
+                            "(integers but the value)"
+                        )
+        except UnicodeDecodeError as e:
+            return f"metric {path.relative_to(metrics).as_posix()!r} ({path}): byte {e.start} is not UTF-8 text"
+        except OSError:
+            continue
+    return None
 
 
 def read_lr_loss_mlflow(source: str, metric: str) -> LrLossLog:

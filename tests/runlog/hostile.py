@@ -131,8 +131,18 @@ def build(d: Path) -> dict[str, Case]:
     cases["mlflow-garbage-metric-line"] = (
         fit_mlflow(str(by_name["garbage"]), good),
         {},
-        [f"{by_name['garbage']}: MLflow cannot read the run:", "'twelve'"],
+        [  # issue 46: MLflow's "invalid literal for int()" named neither the metric, the file nor the line
+            f"{by_name['garbage']}: metric '{METRIC}' ({by_name['garbage'] / 'metrics' / METRIC}, line ",
+            "'1700000000 3.0 twelve' is not MLflow's 'timestamp value step'",
+        ],
     )
+    experiment = by_name["cosine"].parent
+    cases["mlflow-experiment-folder"] = (  # issue 46: "MLflow cannot read the run: 'experiment_id'"
+        fit_mlflow(str(experiment), good),
+        {},
+        [f"{experiment}: an MLflow experiment folder (mlruns/<experiment>), not a run; name one of its runs, "
+         f"{experiment}/<run id> (", " and 3 more), or runs:/RUN_ID"],
+    )  # fmt: skip
     with (by_name["nan"] / "metrics" / METRIC).open("a") as f:
         f.write("1700000000 nan 63\n")
     cases["mlflow-nan-loss"] = (

@@ -30,7 +30,8 @@ NAMES = [
     "csv-empty", "csv-header-only", "csv-lr-not-a-number", "csv-fractional-step", "csv-inf-loss",
     "csv-same-name-in-two-folders", "metrics-inf-value", "predict-metrics-inf-value", "metrics-inf-batch",
     "metrics-bytes-not-utf8", "metrics-cell-over-the-field-limit", "metrics-unsorted", "mlflow-empty-metric-file",
-    "mlflow-garbage-metric-line", "mlflow-nan-loss", "mlflow-no-lr-metric", "mlflow-wrong-metric",
+    "mlflow-garbage-metric-line", "mlflow-experiment-folder", "mlflow-nan-loss", "mlflow-no-lr-metric",
+    "mlflow-wrong-metric",
     "mlflow-folder-without-meta", "mlflow-runs-unknown-id", "mlflow-runs-without-id", "mlflow-runs-artifact-path",
     "mlflow-sqlite-missing-database", "mlflow-server-not-answering", "plot-mlflow-wrong-monitor",
 ]  # fmt: skip
