@@ -18,6 +18,8 @@ from foundry_ext.checkpoint import load_checkpoint_safely
 from foundry_ext.cli import main
 from tests.support.multirank import checkpoint_differences
 
+pytestmark = pytest.mark.slow  # a real Composer run trained in the module's fixture (~10-30 s)
+
 BATCHES = (4, 8, 12, 16)
 
 
