@@ -79,7 +79,11 @@ def read_train_yaml(path: str) -> Any:
     try:
         with open(path) as f:
             cfg = OmegaConf.load(f)
-    except (OSError, UnicodeDecodeError) as e:
+    except UnicodeDecodeError as e:  # in the project's words, not "'utf-8' codec can't decode byte 0xe9 in position"
+        raise fail(
+            f"{path}: not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset {e.start}); a train YAML is UTF-8"
+        ) from None
+    except OSError as e:
         raise fail(f"{path}: cannot read: {one_line(e)}") from None
     except Exception as e:  # yaml.YAMLError and OmegaConf's own errors: both mean "not a valid YAML config"
         if _too_deep(e):

@@ -100,8 +100,10 @@ def _load(path: str) -> Any:
         raise LawFileError(f"{path}: not JSON ({e.msg} at line {e.lineno})") from None
     except RecursionError:
         raise LawFileError(f"{path}: JSON nested too deep; a LAW.json is an object of a few levels") from None
-    except ValueError as e:  # an integer of more than 4,300 digits
-        raise LawFileError(f"{path}: not usable JSON ({' '.join(str(e).split())[:120]})") from None
+    except ValueError:  # Python's "Exceeds the limit (4300 digits) for integer string conversion", in our words
+        raise LawFileError(
+            f"{path}: not usable JSON (a number of more than 4,300 digits; a LAW.json holds numbers of a few digits)"
+        ) from None
 
 
 def _finite(value: Any) -> bool:

@@ -145,3 +145,15 @@ def test_installed_script_bad_input_in_a_subprocess(tmp_path: Path) -> None:
     done = subprocess.run([script, "validate", str(config)], capture_output=True, text=True, timeout=600)
     assert done.returncode == 2
     assert "max_duration: missing" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_config_that_is_not_utf8_is_said_in_the_projects_words(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 46: Python's "'utf-8' codec can't decode byte 0xe9 in position 28" stood inside the line."""
+    config = tmp_path / "latin1.yaml"
+    config.write_bytes("max_duration: 10ba\nname: café\n".encode("latin-1"))
+    assert main(["validate", str(config)]) == 2
+    err = capsys.readouterr().err
+    said = f"{config}: not UTF-8 text (byte 0xe9 at offset 28); a train YAML is UTF-8"
+    assert err == f"foundry-ext validate: error: {said}\n"

@@ -72,7 +72,10 @@ LAW_FILES = {  # name -> (make the file, the message's part)
     "latin-1": (raw(b'{"foundry_ext_law": 1, "form": "multipow\xe9r"}'), "not UTF-8 text (byte 40)"),
     "empty": (raw(b""), "not JSON (Expecting value at line 1)"),
     "not-an-object": (raw(b"[1, 2]"), "not a LAW.json of `foundry-ext law fit` (no 'foundry_ext_law' version)"),
-    "int-over-4300-digits": (raw(b'{"foundry_ext_law": ' + b"9" * 5000 + b"}"), "not usable JSON (Exceeds the limit"),
+    "int-over-4300-digits": (  # issue 46: Python's "Exceeds the limit (4300 digits) ..." was shown raw
+        raw(b'{"foundry_ext_law": ' + b"9" * 5000 + b"}"),
+        "not usable JSON (a number of more than 4,300 digits; a LAW.json holds numbers of a few digits)",
+    ),
     "too-large": (raw(b" " * (17 * 2**20) + b"{}"), "larger than 16 MiB; a LAW.json is a few kB"),
     "version-true": (edited(_set("foundry_ext_law", True)), "foundry_ext_law True is another version"),
     "version-huge": (edited(_set("foundry_ext_law", 10**50)), "foundry_ext_law 1000000000000000000000000000000000"),
