@@ -187,7 +187,7 @@ def test_world_size_change_reshards_and_keeps_the_schedule(
         for step, value in got[EVAL].items():
             ulps = abs(value - want[EVAL][step]) / _ulp(want[EVAL][step])
             print(f"{run.name}: eval loss at batch {step}: {value!r} vs {want[EVAL][step]!r} ({ulps:.0f} ulps)")
-            assert ulps <= 64, (run.name, step, value, want[EVAL][step])
+            assert ulps <= 8, (run.name, step, value, want[EVAL][step])  # measured: 1 at batch 8, 0 at 12
     weights = [
         torch.load(_as_one_file(run / "checkpoints" / "ep0-ba12", tmp_path / f"{run.name}.pt"), weights_only=False)
         for run in (ref_dir, r42)
@@ -197,7 +197,7 @@ def test_world_size_change_reshards_and_keeps_the_schedule(
     assert any(not torch.equal(model[0][k], model[1][k]) for k in model[0]), "bitwise equal: update docs/resume.md"
     worst = max(float((model[0][k] - model[1][k]).abs().max()) for k in model[0])
     print(f"largest weight difference after 2 -> 4 -> 2: {worst:.3g}")
-    assert worst < 1e-3
+    assert worst < 1e-3  # measured: 1.9e-4
 
 
 def _ulp(value: float) -> float:
