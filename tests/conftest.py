@@ -14,6 +14,12 @@ import pytest
 
 from foundry_ext.demo_data import DEFAULT_SEED, FORMAT_VERSION, read_marker, write_demo_data
 from tests.support.launcher import REPO, RunComposer, TrainRun, run_train
+from tests.support.slow_progress import (  # noqa: F401  (hooks: a line when a slow test starts and ends, issue 46)
+    pytest_collection_finish,
+    pytest_runtest_logfinish,
+    pytest_runtest_logreport,
+    pytest_runtest_logstart,
+)
 
 
 def pytest_configure(config: pytest.Config) -> None:
