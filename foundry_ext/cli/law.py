@@ -85,8 +85,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Dispatch to the action."""
-    return {"fit": _fit, "predict": _predict, "tune": _tune}[args.law_command](args)
+    """Dispatch to the action, numpy's floating-point warnings off: a result that is not finite is refused in one line.
+
+    An LR of 1e308 overflowed numpy's sums, which printed their ``RuntimeWarning`` lines (and numpy's source line)
+    before the error line that names the problem.
+    """
+    import numpy as np
+
+    with np.errstate(all="ignore"):
+        return {"fit": _fit, "predict": _predict, "tune": _tune}[args.law_command](args)
 
 
 def _check_out(option: str, path: str | None) -> None:
@@ -172,8 +179,8 @@ def _warn(lines: list[str], strict: bool) -> None:
         print(f"warning: {line}", file=sys.stderr)
 
 
-def _check_scheduler_name(config: str, overrides: list[str]) -> None:
-    """A misspelt scheduler.name, answered with a did-you-mean before the LR pipeline imports Composer."""
+def _check_scheduler_name(config: str, overrides: list[str]) -> str | None:
+    """A misspelt scheduler.name, answered with a did-you-mean before the LR pipeline imports Composer; the name."""
     from foundry_ext.catalog.preflight import known_scheduler_names, scheduler_did_you_mean
     from foundry_ext.config.errors import ConfigError
     from foundry_ext.config.train_yaml import load_train_config, run_clock
@@ -194,9 +201,20 @@ def _check_scheduler_name(config: str, overrides: list[str]) -> None:
     try:
         total = run_clock(cfg).total_batches
     except Exception:  # the pipeline names the problem itself
-        return
+        return name if isinstance(name, str) else None
     if total is not None and total > MAX_BATCHES:
         raise UsageError(f"max_duration: {total:,} batches; law predict and tune take at most {MAX_BATCHES:,}")
+    return name if isinstance(name, str) else None
+
+
+PLATEAU = "reduce_lr_on_plateau"
+# its keys that decide the cuts, from the monitored eval losses: a law's prediction has no losses to cut on
+PLATEAU_CUT_KEYS = ("monitor", "mode", "factor", "patience", "threshold", "threshold_mode", "cooldown", "min_lr",
+                    "min_scale", "eps", "check_interval")  # fmt: skip
+NO_CUTS = (
+    f"scheduler {PLATEAU}: predicted without its cuts (they come from the eval losses the run will log): the LR as "
+    "if the loss never plateaued"
+)
 
 
 MAX_BATCHES = 10_000_000  # the LR of every batch is held in memory (80 MB at this length)
@@ -235,6 +253,7 @@ def _predict(args: argparse.Namespace) -> int:
         raise UsageError(f"--points {args.points}: must be >= 2")
     law = _read_law(args.law)
     measured = None
+    notes: list[str] = []  # said as warnings with the law's, once every input is read
     if args.trace:
         if args.config:
             raise UsageError("give CONFIG.yaml or --trace RUN.csv, not both")
@@ -248,7 +267,8 @@ def _predict(args: argparse.Namespace) -> int:
         measured = dict(zip(trace.steps.tolist(), trace.loss.tolist(), strict=True))
         source = trace.name if is_mlflow(args.trace) else args.trace
     elif args.config:
-        _check_scheduler_name(args.config, args.overrides)
+        if _check_scheduler_name(args.config, args.overrides) == PLATEAU and not args.metrics:
+            notes.append(f"{NO_CUTS}; pass --metrics FILE.csv (batch,value of the monitored metric) to replay them")
         lr = _yaml_lrs(args.config, args.overrides, args.metrics)
         source = args.config
     else:
@@ -256,7 +276,7 @@ def _predict(args: argparse.Namespace) -> int:
     if not np.any(lr > 0):
         raise UsageError(f"{source}: the LR is 0 at every batch (optimizer.lr 0?): the law needs a positive LR")
     _law_notes(law, args.law)
-    _warn(extrapolation(law.domain, lr), args.strict)
+    _warn([*notes, *extrapolation(law.domain, lr)], args.strict)
     started = time.perf_counter()
     first = int(np.argmax(lr > 0)) + 1  # no loss before the first batch with a positive LR (the law's area is 0)
     steps = predict_points(len(lr), args.points, list(measured) if measured else ())
@@ -355,7 +375,15 @@ def _tune(args: argparse.Namespace) -> int:
     if bool(args.grid) == bool(args.branch_from):
         raise UsageError("give --grid KEY=V1,V2,... or --branch-from S1,... (with --end or --decay), one of them")
     law = _read_law(args.law)
-    _check_scheduler_name(args.config, list(args.overrides))
+    plateau = _check_scheduler_name(args.config, list(args.overrides)) == PLATEAU
+    for spec in (args.grid or []) if plateau else []:
+        key = spec.partition("=")[0].strip()
+        if key.startswith("scheduler.") and key.removeprefix("scheduler.") in PLATEAU_CUT_KEYS:
+            raise UsageError(
+                f"--grid {key}: {PLATEAU}'s cuts come from the eval losses, which law tune does not have: every value "
+                "predicts the same curve; tune the keys of its schedule (scheduler.t_warmup, max_duration, ...), or "
+                "compare values with law predict --metrics"
+            )
     started = time.perf_counter()
     try:
         if args.grid:
@@ -372,6 +400,7 @@ def _tune(args: argparse.Namespace) -> int:
         raise UsageError("; ".join(map(str, e.problems))) from None
     _law_notes(law, args.law)
     warned = sorted({w for c in rows for w in (c.warnings or [])})
+    _warn([f"{NO_CUTS}: ranked as such"] if plateau else [], args.strict)
     _warn(warned, args.strict)
     print(f"{len(rows)} {kind} predicted in {time.perf_counter() - started:.2f}s ({law.form} law), best first:")
     for i, c in enumerate(rows, start=1):

@@ -19,6 +19,7 @@ from tests.law.paper import CURVES, TRAIN
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY_WSD = str(ROOT / "yamls/tiny-wsd.yaml")
+TINY_PLATEAU = str(ROOT / "yamls/tiny-plateau.yaml")
 
 
 @pytest.fixture(scope="module")
@@ -185,6 +186,16 @@ OPTIONS = {  # name -> (argv after `law`, with {law} and {tmp}; the message's pa
                          "--decay '1.5dur': expected batches (500ba) or a fraction of the branched run (0.2dur)"),
     "branch-one": (["tune", "{law}", TINY_WSD, "--branch-from", "100", "--end", "200"],
                    "1 branch, nothing to rank"),
+    # issue 46: the factors were ranked on a prediction without cuts, where every factor gives the same curve
+    "tune-plateau-factor": (["tune", "{law}", TINY_PLATEAU, "--grid", "scheduler.factor=0.3,0.5"],
+                            "--grid scheduler.factor: reduce_lr_on_plateau's cuts come from the eval losses, which "
+                            "law tune does not have: every value predicts the same curve"),
+    "tune-plateau-patience": (["tune", "{law}", TINY_PLATEAU, "--grid", "max_duration=2000ba,3000ba", "--grid",
+                               "scheduler.patience=1,2"], "--grid scheduler.patience: reduce_lr_on_plateau's cuts"),
+    "predict-plateau-strict": (["predict", "{law}", TINY_PLATEAU, "--strict"],
+                               "--strict: scheduler reduce_lr_on_plateau: predicted without its cuts"),
+    "predict-lr-1e308": (["predict", "{law}", TINY_WSD, "optimizer.lr=1e308", "--strict"],
+                         "--strict: peak LR 1e+308 is outside the fitted runs'"),
 }  # fmt: skip
 
 
@@ -219,3 +230,31 @@ def test_a_misspelt_scheduler_is_answered_without_composer(law: Path) -> None:
     assert done.stdout.split() == ["2", "False", "False"], done.stderr
     assert "(did you mean 'cosine_with_warmup'?)" in done.stderr and done.stderr.count("\n") == 1
     assert seconds < 10
+
+
+@pytest.mark.parametrize("command", ["predict", "tune"])
+def test_an_overflow_is_the_error_line_without_numpys_warnings(
+    command: str, law: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 46: an LR of 1e308 overflowed numpy's sums, which printed RuntimeWarning lines before the error."""
+    grid = ["--grid", "scheduler.t_decay=0.1dur,0.2dur"] if command == "tune" else []
+    rc = main(["law", command, str(law), TINY_WSD, "optimizer.lr=1e308", *grid])
+    _, err = capsys.readouterr()
+    assert rc == 2, err
+    lines = err.splitlines()
+    assert lines[-1].startswith("foundry-ext law: error: "), err
+    assert "is inf" in lines[-1] or "is nan" in lines[-1], err
+    assert all(line.startswith("warning: ") for line in lines[:-1]), err  # no RuntimeWarning, no numpy source line
+
+
+def test_a_plateau_prediction_says_it_has_no_cuts(law: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 46: a reduce_lr_on_plateau schedule was predicted without its cuts and without a word."""
+    assert main(["law", "predict", str(law), TINY_PLATEAU]) == 0
+    err = capsys.readouterr().err
+    assert (
+        "warning: scheduler reduce_lr_on_plateau: predicted without its cuts (they come from the eval losses the run "
+        "will log): the LR as if the loss never plateaued; pass --metrics FILE.csv (batch,value of the monitored "
+        "metric) to replay them\n"
+    ) in err, err
+    assert main(["law", "tune", str(law), TINY_PLATEAU, "--grid", "scheduler.t_warmup=10ba,20ba"]) == 0
+    assert "warning: scheduler reduce_lr_on_plateau: predicted without its cuts" in capsys.readouterr().err

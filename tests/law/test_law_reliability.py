@@ -70,7 +70,7 @@ def test_tiny_runs_are_poor_and_every_prediction_says_so(
     assert err.startswith("warning: this law's verdict is poor: the law misses its own runs by")
     assert "(band " in out
     rc, out, err = run(capsys, "law", "tune", str(tiny_law), str(ROOT / "yamls/tiny-plateau.yaml"),
-                       "max_duration=1000ba", "--grid", "scheduler.factor=0.3,0.5")  # fmt: skip
+                       "max_duration=1000ba", "--grid", "scheduler.t_warmup=10ba,20ba")  # fmt: skip
     assert rc == 0, err
     assert "warning: the law's verdict is poor" in err
 
