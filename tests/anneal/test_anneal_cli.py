@@ -371,7 +371,33 @@ CASES: list[Case] = [
     ),
     ("run-name-override-slash", lambda r, t: [r.stable, r.config, "run_name=a/b", *DECAY], "run_name=a/b: not a plain"),
     ("run-name-override-dot", lambda r, t: [r.stable, r.config, "run_name=..", *DECAY], "run_name=..: not a plain"),
+    (
+        "run-name-override-line-break",
+        lambda r, t: [r.stable, r.config, "run_name=b\nload_weights_only: true", *DECAY],
+        "run_name=b\\nload_weights_only: true: not a plain name",
+    ),
+    (
+        "run-name-override-line-separator",
+        lambda r, t: [r.stable, r.config, "run_name=b\u2028x", *DECAY],
+        "run_name=b\\u2028x: not a plain name",
+    ),
+    ("run-name-override-backslash", lambda r, t: [r.stable, r.config, "run_name=a\\b", *DECAY], "not a plain name"),
+    (
+        "checkpoint-run-name-slash",
+        lambda r, t: [_renamed(r, t, "runs/stable"), r.config, *DECAY],
+        "the stable run's run_name 'runs/stable' is not a plain name",
+    ),
+    (
+        "out-in-a-subfolder-of-the-stable-folder",
+        lambda r, t: [_stable_copy(r, t), r.config, *DECAY, "--out", _mkdir(t / "s" / "sub") / "b.yaml"],
+        "--out {t}/s/sub/b.yaml: inside the stable run's folder {t}/s",
+    ),
 ]
+
+
+def _mkdir(folder: Path) -> Path:
+    folder.mkdir(parents=True)
+    return folder
 
 
 def _stable_copy(runs: Runs, work: Path) -> Path:

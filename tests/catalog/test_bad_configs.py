@@ -345,6 +345,42 @@ BAD: dict[str, tuple[dict[str, Any], str, str]] = {
         "callbacks.spike_guard.window",
         "9223372036854775808 is out of range; expected an integer in [2, 100000]",
     ),
+    "spike-guard-min-history-2**63": (
+        {"callbacks": {"spike_guard": {"min_history": 2**63}}},
+        "callbacks.spike_guard.min_history",
+        "9223372036854775808 is out of range; expected an integer in [2, 100000]",
+    ),
+    "spike-guard-window-1e30": (
+        {"callbacks": {"spike_guard": {"window": 1e30}}},
+        "callbacks.spike_guard.window",
+        "is not an integer; expected an integer in [2, 100000]",
+    ),
+    "spike-guard-threshold-inf": (
+        {"callbacks": {"spike_guard": {"threshold": INF}}},
+        "callbacks.spike_guard.threshold",
+        "expected a number > 0",
+    ),
+    "spike-guard-ceiling-nan": ({"callbacks": {"spike_guard": {"ceiling": NAN}}}, "callbacks.spike_guard.ceiling", ""),
+    "spike-guard-rollback-folder-int": (
+        {"callbacks": {"spike_guard": {"rollback": {"save_folder": 5}}}},
+        "callbacks.spike_guard.rollback.save_folder",
+        "5 (int) is not a string",
+    ),
+    "spike-guard-skip-data-negative": (
+        {"callbacks": {"spike_guard": {"skip_data": {"at_batch": -1, "batches": 1}}}},
+        "callbacks.spike_guard.skip_data.at_batch",
+        "-1 is out of range",
+    ),
+    "resume-check-reset-lr-text": (
+        {"callbacks": {"schedule_resume_check": {"reset_lr": "yes"}}},
+        "callbacks.schedule_resume_check.reset_lr",
+        "'yes' (str) is not a boolean",
+    ),
+    "resume-check-reset-lr-typo": (
+        {"callbacks": {"schedule_resume_check": {"reset_lrr": True}}},
+        "callbacks.schedule_resume_check.reset_lrr",
+        "unknown key (did you mean 'reset_lr'?)",
+    ),
     # issue 34: known from the YAML, refused before the model is built (the callback found them at BEFORE_LOAD, or
     # only when a partial checkpoint had to be moved)
     "guard-quarantine-like-latest": (
