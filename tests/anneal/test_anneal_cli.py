@@ -533,7 +533,7 @@ def test_a_garbled_owner_record_is_no_owner_as_checkpoint_guard_reads_it(
 
 def test_the_corpus_covers_the_issues_list() -> None:
     ids = {c[0] for c in CASES}
-    assert len(ids) == len(CASES) >= 40
+    assert len(ids) == len(CASES) >= 55
 
 
 def test_a_source_deleted_before_it_is_kept_is_one_line_and_nothing_is_left(runs: Runs, tmp_path: Path) -> None:
