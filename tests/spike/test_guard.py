@@ -301,3 +301,23 @@ def test_a_rollback_into_the_runs_own_folder_is_one_line_before_the_first_batch(
         "allowed: another folder, or null (the run's own + '-rollback-ba<B>')"
     )
     trainer.close()
+
+
+def test_a_line_break_in_the_run_name_writes_no_key_into_the_rollback_yaml(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The rollback YAML's header repeats the continuation's command (run_name, folders): escaped, never YAML keys."""
+    import yaml
+
+    guard = SpikeGuard(**GUARD, max_skips=3, rollback={})
+    trainer, _ = make_trainer(
+        [], max_duration="40ba", callbacks=[guard, InjectBadBatches(range(12, 20))], save_folder=str(tmp_path / "c"),
+        save_interval="10ba", run_name="r\ncode_paths: [payload.py]\u2028load_weights_only: true #",
+    )  # fmt: skip
+    with pytest.raises(SystemExit):
+        trainer.fit()
+    capsys.readouterr()
+    text = (tmp_path / "spike_guard-rollback-ba10.yaml").read_text()
+    assert set(yaml.safe_load(text)) == {"load_path", "save_folder", "run_name", "autoresume", "callbacks"}, text
+    header = text[: text.index("\nload_path:") + 1]
+    assert all(line.startswith("#") for line in header.splitlines()) and "\u2028" not in header, header

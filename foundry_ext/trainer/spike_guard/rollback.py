@@ -50,13 +50,19 @@ class Continuation:
 
     def write(self, path: Path, why: str) -> None:
         text = yaml.safe_dump(self.overrides(), sort_keys=False)
+        # the comment repeats the run's name and folders: escaped, a line break in one would start a line of YAML keys
         header = (
-            f"# spike_guard rollback: {why}\n"
+            f"# spike_guard rollback: {_printable(why)}\n"
             "# merge into the run's train YAML, or pass as arguments:\n"
-            f"#   composer train.py YOUR.yaml {self.command_args()}\n"
+            f"#   composer train.py YOUR.yaml {_printable(self.command_args())}\n"
         )
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(header + text)
+
+
+def _printable(text: str) -> str:
+    r"""``text`` with every character that is not printable escaped (``\n``, ``\r``, ``\x85``, ``\u2028``)."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def checkpoint_before(checkpoints: dict[str, int], first_skip: int) -> tuple[str, int] | None:
