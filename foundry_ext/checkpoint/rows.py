@@ -61,6 +61,7 @@ def _rows(checkpoint: Mapping[str, Any], path: str | os.PathLike[str] | None) ->
         ("optimizer", lambda: _optimizers(state)),
         ("schedulers", lambda: _schedulers(state)),
         ("plateau", lambda: _plateau(state)),
+        ("batch size", lambda: _batch_ramp(state)),
         ("callbacks", lambda: _callbacks(state)),
         ("not shown", lambda: _not_shown(sharded)),
     ):
@@ -222,6 +223,31 @@ def _plateau(state: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
     total = "None" if window_sum is None else _number(window_sum, f"{where}.window_sum")
     count = "None" if window_count is None else _integer(window_count, f"{where}.window_count")
     yield "", f"train-loss window: sum {total}, count {count}"
+
+
+def _batch_ramp(state: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    """A ``batch_size_schedule`` run's stage at the checkpoint: the next batch's global batch (none without a ramp)."""
+    callbacks = state.get("callbacks")
+    ramp = callbacks.get("BatchSizeScheduleCallback") if isinstance(callbacks, Mapping) else None
+    if not ramp:  # another run, or a ramp whose callback saved before its first fit: no row
+        return
+    where = "state.callbacks.BatchSizeScheduleCallback"
+    ramp = _mapping(ramp, where)
+    starts = [int(_integer(v, f"{where}.starts[{i}]")) for i, v in enumerate(ramp.get("starts") or [])]
+    sizes = [int(_integer(v, f"{where}.sizes[{i}]")) for i, v in enumerate(ramp.get("sizes") or [])]
+    if not starts or len(starts) != len(sizes):
+        raise _Unexpected(where, "starts and sizes of one length", ramp)
+    timestamp = _mapping(_mapping(state.get("timestamp") or {}, "state.timestamp").get("Timestamp") or {}, where)
+    sample = int(_integer(timestamp.get("sample", 0), "state.timestamp.Timestamp.sample"))
+    stage = max(i for i, start in enumerate(starts) if sample >= start)
+    rule = _text(ramp.get("lr_scaling", "?"), f"{where}.lr_scaling")
+    ratio = sizes[stage] / sizes[0]
+    factor = {"none": 1.0, "sqrt": math.sqrt(ratio), "linear": ratio}.get(rule)
+    shown = "?" if factor is None else f"{factor:.6g}"
+    text = f"stage {stage} of 0-{len(sizes) - 1}: the next batch, from sample {sample}, is {sizes[stage]} samples"
+    yield "batch size", f"{text}, LR x {shown} (lr_scaling {rule})"
+    ramp_text = ", ".join(f"{size} from sample {start}" for start, size in zip(starts, sizes, strict=True))
+    yield "", f"ramp: {ramp_text}; saved on {_integer(ramp.get('world_size', 0), f'{where}.world_size')} rank(s)"
 
 
 def _callbacks(state: Mapping[str, Any]) -> Iterator[tuple[str, str]]:

@@ -32,10 +32,23 @@ def yaml_lrs(config: str, overrides: Sequence[str], metrics: list[tuple[int, flo
     --metrics`` does.
 
     Raises:
-        ConfigError: the YAML or its schedule is invalid, or sets no ``optimizer.lr``.
+        ConfigError: the YAML or its schedule is invalid, sets no ``optimizer.lr``, or has a ``batch_size_schedule``.
         BatchesPerEpochNeeded: a duration is in epochs.
         ScheduleError: a scheduler of another package failed.
     """
+    from foundry_ext.config.errors import ConfigError
+    from foundry_ext.config.train_yaml import load_train_config
     from foundry_ext.lr_pipeline import batch_lrs
 
+    cfg = load_train_config(config, list(overrides))
+    callbacks = cfg.get("callbacks")
+    if cfg.get("batch_size_schedule") is not None or (
+        isinstance(callbacks, dict) and callbacks.get("batch_size_schedule") is not None
+    ):
+        # the law maps an LR per step to a loss: it has no term for the batch, so a ramp's steps are not its steps
+        raise ConfigError(
+            "batch_size_schedule",
+            "the loss law has no batch-size term, so it cannot predict a run whose batch grows; law predict and law "
+            "tune refuse it (remove batch_size_schedule to predict the fixed-batch run)",
+        )
     return batch_lrs(config, overrides, metrics=metrics, require_lr=True)[0]

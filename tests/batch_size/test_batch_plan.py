@@ -229,3 +229,25 @@ def test_the_check_accepts_the_callbacks_spelling() -> None:
     cfg["batch_size_schedule"] = block
     _, problems, _ = check_batch_size_schedule(cfg)
     assert [p.field for p in problems] == ["batch_size_schedule"]
+
+
+@pytest.fixture(scope="module")
+def law_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from tests.law.paper import CURVES, TRAIN
+
+    law = tmp_path_factory.mktemp("law") / "law.json"
+    assert main(["law", "fit", *(str(CURVES / f"{n}.csv") for n in TRAIN), "--out", str(law)]) == 0
+    return law
+
+
+@pytest.mark.parametrize("command", ["predict", "tune"])
+def test_the_loss_law_refuses_a_ramp_in_one_line(
+    command: str, law_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``law`` has no batch term: predicting a ramped run's loss from its LRs alone would be wrong, so it refuses."""
+    capsys.readouterr()
+    extra = ["--grid", "scheduler.t_decay=0.1dur,0.2dur"] if command == "tune" else []
+    assert main(["law", command, str(law_file), str(RAMP_YAML), *extra]) == 2
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "batch_size_schedule: the loss law has no batch-size term" in lines[0], err
