@@ -1,25 +1,29 @@
-"""How sure the loss law is: its leave-one-run-out verdict and its bands, chosen on half the fits, confirmed on half.
+"""How sure the loss law is: its leave-one-run-out verdict and its bands, chosen on half, confirmed on the rest.
 
-Run: ``.venv/bin/python bench/bench_law_reliability.py --jobs 2`` (about 4 minutes on 2 CPU cores) records every fit
-to ``bench/data/law-reliability.json``; ``--from-json bench/data/law-reliability.json`` re-reports from the records
-(a second: what the suite does).
+Run: ``.venv/bin/python bench/bench_law_reliability.py --jobs 2`` (about 5 minutes of CPU; every fit, of three runs
+and of each pair left when one is left out, is computed once) records every fit to ``--out``;
+``--from-json bench/data/law-reliability.json`` re-reports from the shipped records (a second: what the suite does).
 
 Fits: three-run fits of (a) the paper's 25M curves (``bench/data/loss-curves/25M``: all 84 sets of three of its nine
-curves) and (b) this package's tiny runs (``bench/data/law-tiny-1000ba.json``: 30 sets of three of its 14 schedules
-per seed, seeded, 3 seeds). Each fit is checked leaving each run out (``reliability.check``) and then predicts every
-other curve of its data set (of its seed): its real error (the mean over those curves of their mean relative error
-after warmup) and, per curve, the final loss with the band's inputs (the sub-fits' spread, the distance from the
-fitted runs).
+curves), (b) this package's tiny runs (``bench/data/law-tiny-1000ba.json``: 30 sets of three of its 14 schedules
+per seed, seeded, 3 seeds) and (c) the paper's 100M and 400M curves (``bench/data/loss-curves/100M``, ``400M``: 28
+of the same sets and the docs' three runs, per size). Each fit is checked leaving each run out
+(``reliability.check``) and then predicts every other curve of its data set (of its seed): its real error (the mean
+over those curves of their mean relative error after warmup) and, per curve, the final loss with the band's inputs
+(the sub-fits' spread, the distance from the fitted runs; the checks' errors give the law's own error).
 
-The fits are split in two halves (alternating, per data set, in a seeded order). On the first half: the verdict's
-thresholds (the truth: real error <= 0.3% good, > 1% poor, rough between) and the band's ``k`` and ``c`` (the
-smallest band holding >= 85% of the held-out finals). The second half confirms: the verdict's agreement with the
-truth, and the band's coverage and width.
+The fits of (a) and (b) are split in two halves (alternating, per data set, in a seeded order); (c) only confirms.
+On the first half: the verdict's thresholds (the truth: real error <= 0.3% good, > 1% poor, rough between) and the
+band's ``k``, ``m``, ``f``, ``c`` (the narrowest band holding >= 85% of the held-out finals of each data set, within
+and past the fitted runs). The rest confirms: the verdict's agreement with the truth, and the band's coverage and
+width, within the fitted runs' LR area and length and past them; the band before the law's own error term is
+reported beside it.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import json
 import random
@@ -33,12 +37,16 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from foundry_ext.law import reliability as rel  # noqa: E402
-from foundry_ext.law.fit import FitError, fit  # noqa: E402
+from foundry_ext.law.fit import FitError, FitResult, fit  # noqa: E402
 from foundry_ext.law.predict import predict  # noqa: E402
 from foundry_ext.law.runs import read_csv  # noqa: E402
 from foundry_ext.law.trace import Trace  # noqa: E402
 
 CURVES = ROOT / "bench/data/loss-curves/25M"
+SIZES = ("25M", "100M", "400M")
+CHOOSE_DATA = ("25M", "tiny")  # the thresholds and the band are chosen on half of these fits
+CONFIRM_ONLY = ("100M", "400M")  # never used to choose anything
+DOCS_RUNS = {"cosine_24000", "constant_24000", "wsdcon_9"}  # the paper's and docs/law.md's three fitting runs
 TINY = ROOT / "bench/data/law-tiny-1000ba.json"
 GOOD_REAL, POOR_REAL = 0.003, 0.01
 
@@ -59,6 +67,10 @@ def sets(quick: bool) -> list[tuple[str, list[str]]]:
     combos = list(itertools.combinations(paper, 3))
     rng.shuffle(combos)
     out = [("25M", list(c)) for c in combos[: 4 if quick else 84]]
+    # the larger models only confirm: a third of the sets, and the docs' three runs
+    docs = tuple(sorted(DOCS_RUNS))
+    larger = [c for c in combos[: 2 if quick else 28] if c != docs] + [docs]
+    out += [(size, list(c)) for size in CONFIRM_ONLY for c in larger]
     names = sorted(json.loads(TINY.read_text()))
     for seed in ("17", "18", "19"):
         combos = list(itertools.combinations(names, 3))
@@ -67,18 +79,49 @@ def sets(quick: bool) -> list[tuple[str, list[str]]]:
     return out
 
 
+@functools.cache
 def traces_of(dataset: str) -> dict[str, Trace]:
-    if dataset == "25M":
-        return {p.stem: read_csv(str(p)) for p in sorted(CURVES.glob("*.csv"))}
+    if dataset in SIZES:
+        return {p.stem: read_csv(str(p)) for p in sorted((CURVES.parent / dataset).glob("*.csv"))}
     return tiny_traces(dataset.removeprefix("tiny-"))
+
+
+# every fit of a run (three runs and their leave-one-out pairs), computed once: many sets share a pair
+_FITS: dict[tuple[str, tuple[str, ...]], FitResult | str] = {}
+_DATASET = [""]
+
+
+def _fit_job(key: tuple[str, tuple[str, ...]]) -> tuple[tuple[str, tuple[str, ...]], FitResult | str]:
+    traces = traces_of(key[0])
+    try:
+        return key, fit([traces[n] for n in key[1]])
+    except FitError as e:
+        return key, str(e)
+
+
+def _cached_fit(traces: list[Trace], form: str = "multipower") -> FitResult:
+    """``fit``, from :data:`_FITS` when it holds these runs (the same fit: it is deterministic)."""
+    got = _FITS.get((_DATASET[0], tuple(t.name for t in traces))) if form == "multipower" else None
+    if got is None:
+        return fit(traces, form)
+    if isinstance(got, str):
+        raise FitError(got)
+    return got
+
+
+def _fits_needed(jobs: list[tuple[str, list[str]]]) -> list[tuple[str, tuple[str, ...]]]:
+    keys = {(ds, tuple(names)) for ds, names in jobs}
+    keys |= {(ds, tuple(n for n in names if n != left)) for ds, names in jobs for left in names}
+    return sorted(keys)
 
 
 def one(job: tuple[str, list[str]]) -> dict[str, Any] | None:
     dataset, names = job
+    _DATASET[0] = dataset
     traces = traces_of(dataset)
     chosen = [traces[n] for n in names]
     try:
-        result = fit(chosen)
+        result = _cached_fit(chosen)
     except FitError as e:
         return {"dataset": dataset, "runs": names, "refused": str(e)}
     r = rel.check(chosen, result)
@@ -103,6 +146,8 @@ def one(job: tuple[str, list[str]]) -> dict[str, Any] | None:
         "dataset": dataset, "runs": names, "train": r.train_mean_rel, "held_out": r.held_out_mean_rel,
         "decaying": r.decaying_runs, "unchecked": sum(not c.checkable for c in r.checks),
         "real": float(np.mean([c["mean_rel"] for c in curves])), "curves": curves,
+        "checks": [{"name": c.name, "mean_rel": c.mean_rel, "worst_rel": c.worst_rel, "final_rel": c.final_rel}
+                   for c in r.checks],
     }  # fmt: skip
 
 
@@ -121,9 +166,13 @@ def verdict(r: dict[str, Any], t: dict[str, float]) -> str:
 
 
 def halves(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Alternate halves per data set; the larger models' fits (:data:`CONFIRM_ONLY`) all go to the confirm half."""
     choose, confirm = [], []
     for ds in sorted({r["dataset"] for r in records}):
         mine = [r for r in records if r["dataset"] == ds]
+        if ds in CONFIRM_ONLY:
+            confirm += mine
+            continue
         choose += mine[0::2]
         confirm += mine[1::2]
     return choose, confirm
@@ -154,59 +203,127 @@ def choose_thresholds(records: list[dict[str, Any]]) -> dict[str, float]:
     return best
 
 
-def coverage(records: list[dict[str, Any]], k: float, c: float) -> tuple[float, float, int]:
-    """Share of held-out finals inside the band, the median relative half-width, the number of curves."""
+def error(r: dict[str, Any], band: dict[str, float]) -> float:
+    """The band's error term ``e`` of a recorded fit, as ``reliability.model_error`` computes it with ``band``."""
+    saved = dict(rel.BAND)
+    rel.BAND.update(band)
+    try:
+        return rel.model_error(r["train"], r.get("checks", []))
+    finally:
+        rel.BAND.clear()
+        rel.BAND.update(saved)
+
+
+def coverage(
+    records: list[dict[str, Any]], band: dict[str, float], where: str = "all"
+) -> tuple[float, float, float, int]:
+    """Held-out finals inside the band: the share, the median relative width (high - low) / p, the share of widths
+    under 2%, and the number of curves; ``where``: ``near`` (within the fitted runs' LR area and length), ``far``
+    (past them) or ``all``."""
     hits, widths = [], []
     for r in records:
+        e = error(r, band)
         for cv in r["curves"]:
-            if cv["spread"] is None:
+            if cv["spread"] is None or (where == "near" and cv["far"] > 0) or (where == "far" and cv["far"] == 0):
                 continue
-            w = k * cv["spread"] + cv["pred"] * (r["train"] + c * cv["far"])
+            w = band["k"] * cv["spread"] + cv["pred"] * (e + band["c"] * cv["far"])
             hits.append(abs(cv["measured"] - cv["pred"]) <= w)
-            widths.append(w / cv["pred"])
-    return float(np.mean(hits)) if hits else float("nan"), float(np.median(widths)) if widths else 0.0, len(hits)
+            widths.append(2 * w / cv["pred"])
+    if not hits:
+        return float("nan"), 0.0, 0.0, 0
+    return float(np.mean(hits)), float(np.median(widths)), float(np.mean(np.array(widths) < 0.02)), len(hits)
 
 
-def choose_band(records: list[dict[str, Any]], target: float = 0.85) -> tuple[float, float]:
-    """The narrowest band (median half-width over all curves) holding ``target`` of the finals in each data set."""
+BEFORE = {"k": 1.0, "m": 0.0, "f": 0.0, "c": 0.01}  # the band before the law's own error term (e = e_train)
+BAND_GRID = {
+    "k": [0.5, 1.0, 1.5],
+    "m": [0.0, 0.5, 1.0, 1.5, 2.0, 3.0],
+    "f": [0.0, 0.001, 0.002, 0.003, 0.004, 0.005],
+    "c": [0.0, 0.0025, 0.005, 0.01],
+}
+
+
+def choose_band(records: list[dict[str, Any]], target: float = 0.85) -> dict[str, float]:
+    """The band holding ``target`` of the held-out finals in each data set, within and past the fitted runs, with
+    the narrowest median width on the paper's curves (then on the tiny runs)."""
     best = None
-    groups = [[r for r in records if r["dataset"].startswith(ds)] for ds in ("25M", "tiny")]
-    for k, c in itertools.product([1.0, 1.5, 2.0, 3.0, 4.0, 6.0], [0.0, 0.005, 0.01, 0.02, 0.03, 0.05, 0.08]):
-        if min(coverage(g, k, c)[0] for g in groups if g) < target:
+    groups = [[r for r in records if r["dataset"].startswith(ds)] for ds in CHOOSE_DATA]
+    for values in itertools.product(*BAND_GRID.values()):
+        b = dict(zip(BAND_GRID, values, strict=True))
+        covered = [coverage(g, b, where)[0] for g in groups for where in ("near", "far")]
+        if min(c for c in covered if c == c) < target:  # nan: no curve there
             continue
-        _, width, _ = coverage(records, k, c)
-        if best is None or width < best[0]:
-            best = (width, k, c)
-    return (best[1], best[2]) if best else (4.0, 0.05)
+        key = tuple(coverage(g, b)[1] for g in groups)
+        if best is None or key < best[0]:
+            best = (key, b)
+    return best[1] if best else dict(BEFORE)
+
+
+def _band_rows(label: str, records: list[dict[str, Any]], datasets: tuple[str, ...], b: dict[str, float]) -> list[str]:
+    rows = []
+    for ds in datasets:
+        mine = [r for r in records if r["dataset"].startswith(ds)]
+        if not mine:
+            continue
+        cells = []
+        for where in ("near", "far"):
+            cov, width, narrow, n = coverage(mine, b, where)
+            cells.append(f"{cov:.0%} of {n} | {width:.2%} | {narrow:.0%}" if n else "- | - | -")
+        rows.append(f"| {label} | {ds} | {len(mine)} | " + " | ".join(cells) + " |")
+    return rows
 
 
 def report(records: list[dict[str, Any]]) -> str:
     records = [r for r in records if "refused" not in r]
     choose, confirm = halves(records)
     t = choose_thresholds(choose)
-    k, c = choose_band(choose)
-    lines = [f"{len(records)} three-run fits ({len(choose)} to choose, {len(confirm)} to confirm)",
-             "thresholds chosen: " + ", ".join(f"{a} {b:g}" for a, b in t.items()), f"band chosen: k {k:g}, c {c:g}",
+    b = choose_band(choose)
+    lines = [f"{len(records)} three-run fits ({len(choose)} to choose, {len(confirm)} to confirm; "
+             f"{', '.join(CONFIRM_ONLY)} only confirm)",
+             "thresholds chosen: " + ", ".join(f"{a} {v:g}" for a, v in t.items()),
+             "band chosen: " + ", ".join(f"{a} {v:g}" for a, v in b.items()),
              "", "| half | data | fits | verdict = truth | false good | good / rough / poor (verdict) | "
-             "good / rough / poor (truth) | band coverage | median half-width |",
-             "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+             "good / rough / poor (truth) |",
+             "|---|---|---|---|---|---|---|"]  # fmt: skip
+    datasets = (*SIZES, "tiny")
     for label, part in (("choose", choose), ("confirm", confirm)):
-        for ds in ("25M", "tiny"):
+        for ds in datasets:
             mine = [r for r in part if r["dataset"].startswith(ds)]
+            if not mine:
+                continue
             acc, fg = score(mine, t)
             v = [verdict(r, t) for r in mine]
             tr = [truth(r["real"]) for r in mine]
-            cov, width, n = coverage(mine, k, c)
             counts = "/".join(str(v.count(x)) for x in rel.VERDICTS)
             true_counts = "/".join(str(tr.count(x)) for x in rel.VERDICTS)
-            lines.append(f"| {label} | {ds} | {len(mine)} | {acc:.0%} | {fg} | {counts} | {true_counts} | "
-                         f"{cov:.0%} of {n} | {width:.2%} |")  # fmt: skip
+            lines.append(f"| {label} | {ds} | {len(mine)} | {acc:.0%} | {fg} | {counts} | {true_counts} |")
+    head = ("| band | data | fits | within the fitted runs: inside | median width | widths < 2% | "
+            "past them: inside | median width | widths < 2% |")  # fmt: skip
+    for name, band in (("before", BEFORE), ("chosen", b)):
+        lines += ["", f"band {name} ({', '.join(f'{a} {v:g}' for a, v in band.items())}), held-out finals:", head,
+                  "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+        lines += _band_rows("choose", choose, CHOOSE_DATA, band) + _band_rows("confirm", confirm, datasets, band)
+    lines += ["", "the docs' three runs (cosine_24000, constant_24000, wsdcon_9), the six other curves' finals:",
+              "| data | band | inside | widths | measured - predicted |", "|---|---|---|---|---|"]  # fmt: skip
+    for ds in SIZES:
+        docs = [r for r in records if r["dataset"] == ds and set(r["runs"]) == DOCS_RUNS]
+        for name, band in (("before", BEFORE), ("chosen", b)):
+            for r in docs:
+                e = error(r, band)
+                ws, ins, errs = [], 0, []
+                for cv in r["curves"]:
+                    w = band["k"] * cv["spread"] + cv["pred"] * (e + band["c"] * cv["far"])
+                    ins += abs(cv["measured"] - cv["pred"]) <= w
+                    ws.append(2 * w / cv["pred"])
+                    errs.append((cv["measured"] - cv["pred"]) / cv["pred"])
+                lines.append(f"| {ds} | {name} | {ins} of {len(ws)} | {min(ws):.2%} to {max(ws):.2%} | "
+                             f"{min(errs):+.2%} to {max(errs):+.2%} |")  # fmt: skip
     shipped = {k2: rel.THRESHOLDS[k2] for k2 in t}
     acc, fg = score(confirm, shipped)
-    cov, width, n = coverage(confirm, rel.BAND["k"], rel.BAND["c"])
+    cov, width, narrow, n = coverage(confirm, rel.BAND)
     lines += ["", f"shipped (foundry_ext.law.reliability): thresholds {shipped}, band {rel.BAND}: on the confirm half "
               f"verdict = truth {acc:.0%}, false good {fg}, band coverage {cov:.0%} of {n}, "
-              f"median half-width {width:.2%}"]  # fmt: skip
+              f"median width {width:.2%}, widths < 2% {narrow:.0%}"]  # fmt: skip
     return "\n".join(lines)
 
 
@@ -220,14 +337,23 @@ def main(argv: list[str] | None = None) -> int:
     if args.from_json:
         records = json.loads(args.from_json.read_text())
     else:
-        jobs = sets(args.quick)
-        if args.jobs > 1:
-            import multiprocessing
+        import multiprocessing
 
-            with multiprocessing.get_context("fork").Pool(args.jobs) as pool:
-                records = [r for r in pool.map(one, jobs, chunksize=1) if r]
-        else:
-            records = [r for r in map(one, jobs) if r]
+        jobs = sets(args.quick)
+        pool = multiprocessing.get_context("fork").Pool(args.jobs) if args.jobs > 1 else None
+        mapper = pool.map if pool else map
+        _FITS.update(mapper(_fit_job, _fits_needed(jobs)))
+        saved, rel.fit = rel.fit, _cached_fit  # reliability.check's refits come from _FITS too
+        if pool:
+            pool.close()
+            pool = multiprocessing.get_context("fork").Pool(args.jobs)  # forked again: the workers see both
+            mapper = pool.map
+        try:
+            records = [r for r in mapper(one, jobs) if r]
+        finally:
+            rel.fit = saved
+            if pool:
+                pool.close()
         args.out.write_text(json.dumps(records))
     print(report(records))
     return 0

@@ -285,7 +285,7 @@ def _predict(args: argparse.Namespace) -> int:
     why = refuse_reason(law.form, law.params, steps, pred)
     if why:
         raise UsageError(f"{source}: {why}: the schedule is outside what the law describes")
-    b = band(law.form, law.params, law.subfits, law.train_mean_rel or 0.0, law.domain, lr, steps, pred)
+    b = band(law.form, law.params, law.subfits, law.model_error, law.domain, lr, steps, pred)
     seconds = time.perf_counter() - started
     span = f" (band {b[0][-1]:.4f} to {b[1][-1]:.4f})" if b is not None else ""
     print(

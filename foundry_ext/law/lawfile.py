@@ -37,6 +37,7 @@ class Law:
     reason: str = ""
     train_mean_rel: float | None = None
     subfits: list[list[float]] = field(default_factory=list)
+    model_error: float = 0.0  # the band's relative error term (reliability.model_error), from the recorded checks
     domain: Any = None  # reliability.Domain
     edited: str = ""  # a warning: the recorded verdict is better than its evidence gives (a hand edit)
 
@@ -144,7 +145,7 @@ def read_law(path: str) -> tuple[str, list[float]]:
 
 def read_law_file(path: str) -> Law:
     """A LAW.json with its optional ``reliability`` and ``domain`` checked (one line naming the key if wrong)."""
-    from foundry_ext.law.reliability import VERDICTS, Domain, judge
+    from foundry_ext.law.reliability import VERDICTS, Domain, judge, model_error
 
     doc = _load(path)
     if not isinstance(doc, dict) or "foundry_ext_law" not in doc:
@@ -190,6 +191,11 @@ def read_law_file(path: str) -> Law:
                 raise LawFileError(f"{path}: reliability.checks[{i}] must be an object")
             if "params" in c:
                 law.subfits.append(_params(path, f"reliability.checks[{i}].params", form, c["params"]))
+            for k in ("mean_rel", "worst_rel", "final_rel"):
+                v = c.get(k)
+                if v is not None and (not _finite(v) or v < 0):
+                    shown = repr(v)[:40]
+                    raise LawFileError(f"{path}: reliability.checks[{i}].{k} {shown} must be a number >= 0 or null")
         held = r.get("held_out_mean_rel")
         if held is not None and (not _finite(held) or held < 0):
             raise LawFileError(f"{path}: reliability.held_out_mean_rel {repr(held)[:40]} must be a number >= 0 or null")
@@ -202,6 +208,7 @@ def read_law_file(path: str) -> Law:
         law.verdict = r["verdict"]
         law.reason = r.get("reason") if isinstance(r.get("reason"), str) else ""
         law.train_mean_rel = float(train)
+        law.model_error = model_error(float(train), [c for c in checks if isinstance(c, dict)])
         unchecked = sum(1 for c in checks if isinstance(c, dict) and c.get("checkable") is False)
         derived, _ = judge(float(train), None if held is None else float(held), counts["decaying_runs"],
                            counts["runs"], unchecked)  # fmt: skip

@@ -16,14 +16,20 @@ paper's 25M curves and of this package's tiny runs and confirmed on the other ha
 - ``rough`` otherwise, and at best with two runs (nothing held out) or one decaying run.
 
 **Band** of a prediction ``p`` (the law's loss after some batches of a schedule), from the sub-fits' predictions
-``p_i`` of the same schedule:
+``p_i`` of the same schedule and the law's own error ``e`` (:func:`model_error`):
 
 .. math::
-    w = k\,\max_i |p_i - p| + p\,\big(e_{train} + c\,\max(0, \log(S / S_{fit}), \log(n / n_{fit}))\big)
+    w = k\,\max_i |p_i - p| + p\,\big(e + c\,\max(0, \log(S / S_{fit}), \log(n / n_{fit}))\big), \qquad
+    e = \max(e_{train},\; m\, e_{cv},\; f)
 
-with :math:`e_{train}` the training error, :math:`S` the schedule's LR area (the LR summed over its batches) and
-:math:`n` its length against the largest of the fitted runs', ``k`` and ``c`` from :data:`BAND`; the band is
-``[p - w, p + w]``. Without sub-fits (two runs) there is no band.
+with :math:`e_{train}` the training error, :math:`e_{cv}` the leave-one-run-out error (the root mean square over
+the checked runs of the relative error of their final loss, predicted by the law refitted without them), :math:`S`
+the schedule's LR area (the LR summed over its batches) and :math:`n` its length against the largest of the fitted
+runs'; ``k``, ``m``, ``f`` and ``c`` from :data:`BAND`; the band is ``[p - w, p + w]``. The sub-fits' spread is the
+parameters' uncertainty; ``e`` is the law's own error, which the spread misses when every sub-fit is wrong the same
+way (the law's form, not its parameters); ``f`` is the smallest error the law shows on runs it was not fitted on,
+measured on the paper's 25M curves and this package's tiny runs (``bench/bench_law_reliability.py``). Without
+sub-fits (two runs) there is no band.
 """
 
 from __future__ import annotations
@@ -38,12 +44,25 @@ from foundry_ext.law.fit import FitError, FitResult, decays_after_warmup, fit
 from foundry_ext.law.predict import predict
 from foundry_ext.law.trace import Trace
 
-__all__ = ["BAND", "THRESHOLDS", "VERDICTS", "Check", "Domain", "Reliability", "band", "check", "domain_of", "judge"]
+__all__ = [
+    "BAND",
+    "THRESHOLDS",
+    "VERDICTS",
+    "Check",
+    "Domain",
+    "Reliability",
+    "band",
+    "check",
+    "domain_of",
+    "judge",
+    "model_error",
+]
 
 VERDICTS = ("good", "rough", "poor")
 # chosen and confirmed on data: bench/bench_law_reliability.py (docs/law.md, "How sure it is")
 THRESHOLDS = {"good_train": 0.0015, "good_held_out": 0.008, "poor_train": 0.004, "poor_held_out": 0.01}
-BAND = {"k": 1.0, "c": 0.01}
+# chosen on half of the fits and confirmed on the rest and on the 100M and 400M curves (docs/law.md, "The band")
+BAND = {"k": 1.0, "m": 0.0, "f": 0.002, "c": 0.005}
 
 
 @dataclass
@@ -155,17 +174,38 @@ def check(traces: Sequence[Trace], result: FitResult) -> Reliability:
     return Reliability(verdict, reason, train_mean, train_worst, held_out, decaying, len(traces), checks)
 
 
+def model_error(train_mean: float, checks: Sequence[object]) -> float:
+    r""":math:`e = \max(e_{train}, m\, e_{cv}, f)`, the band's relative error term (see the module docstring).
+
+    Args:
+        train_mean: the training error :math:`e_{train}`.
+        checks: the leave-one-run-out checks, :class:`Check` objects or LAW.json's ``checks`` objects; those with a
+            ``final_rel`` give :math:`e_{cv}`, the root mean square of their ``final_rel``.
+    """
+
+    def final(c: object) -> float | None:
+        v = c.get("final_rel") if isinstance(c, dict) else getattr(c, "final_rel", None)
+        return None if v is None else float(v)
+
+    finals = [v for v in map(final, checks) if v is not None]
+    cv = math.sqrt(sum(v * v for v in finals) / len(finals)) if finals else 0.0
+    return max(train_mean, BAND["m"] * cv, BAND["f"])
+
+
 def band(
     form: str,
     params: Sequence[float],
     subfits: Sequence[Sequence[float]],
-    train_mean: float,
+    error: float,
     domain: Domain | None,
     lr: np.ndarray,
     steps: np.ndarray,
     pred: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray] | None:
-    """``(low, high)`` of the band at each of ``steps`` (see the module docstring); None without sub-fits."""
+    """``(low, high)`` of the band at each of ``steps`` (see the module docstring); None without sub-fits.
+
+    ``error`` is the law's relative error :math:`e` (:func:`model_error`).
+    """
     if not subfits:
         return None
     if pred is None:
@@ -184,7 +224,7 @@ def band(
                 np.log(np.maximum(np.asarray(steps, dtype=np.float64), 1.0) / max(fitted_len, 1)),
             ]
         )
-    w = BAND["k"] * spread + pred * (train_mean + BAND["c"] * far)
+    w = BAND["k"] * spread + pred * (error + BAND["c"] * far)
     w = np.where(np.isfinite(w), w, math.inf)
     return pred - w, pred + w
 

@@ -125,7 +125,7 @@ def rank(law: Any, lrs_of: Callable[[list[str]], np.ndarray], combos: Sequence[l
         if why:
             raise TuneError(f"{' '.join(extra)}: {why}")
         c = Candidate(extra, float(pred[0]), warnings=extrapolation(law.domain, lr))
-        b = band(law.form, law.params, law.subfits, law.train_mean_rel or 0.0, law.domain, lr, end, pred)
+        b = band(law.form, law.params, law.subfits, law.model_error, law.domain, lr, end, pred)
         if b is not None:
             c.low, c.high = float(b[0][0]), float(b[1][0])
         rows.append(c)

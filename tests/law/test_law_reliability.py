@@ -10,7 +10,7 @@ import pytest
 
 from foundry_ext.cli import main
 from foundry_ext.law.reliability import BAND, THRESHOLDS, judge
-from tests.law.paper import CURVES, TRAIN
+from tests.law.paper import CURVES, TEST, TRAIN
 from tests.law.tiny import write_csvs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -114,7 +114,7 @@ def test_predict_gives_a_band_and_a_csv_that_starts_finite(
     rc, out, err = run(capsys, "law", "predict", str(paper_law), TINY_WSD, *PAPER_RUN, "--csv", str(out_csv),
                        "--out", str(tmp_path / "p.png"))  # fmt: skip
     assert rc == 0 and err == ""
-    assert "predicted multipower loss after the last batch: 3.2705 (band 3.26" in out
+    assert "predicted multipower loss after the last batch: 3.2705 (band 3.25" in out
     rows = list(csv.DictReader(open(out_csv)))
     assert list(rows[0]) == ["step", "lr", "predicted_loss", "predicted_low", "predicted_high", "measured_loss"]
     for r in rows:
@@ -199,3 +199,67 @@ def test_tune_ranks_branches_of_a_stable_run(paper_law: Path, capsys: pytest.Cap
                        "--branch-from", "16000", "--decay", "2000ba,0.2dur", "--shape", "linear,sqrt")  # fmt: skip
     assert rc == 0, err
     assert "4 branches predicted" in out and "decay=4000ba" in out  # 0.2dur of 16000 + LEN: 4000
+
+
+def _final_in_band(law: Path, curve: Path, out_csv: Path) -> tuple[bool, float, float]:
+    """``law predict --trace --csv``, at the curve's last measured loss: whether it is inside the band, the band's
+    width (high - low) relative to the prediction, and the relative error (measured - predicted) / predicted."""
+    assert main(["law", "predict", str(law), "--trace", str(curve), "--points", "2", "--csv", str(out_csv)]) == 0
+    row = [r for r in csv.DictReader(open(out_csv)) if r["measured_loss"]][-1]
+    pred, lo, hi, measured = (float(row[k]) for k in ("predicted_loss", "predicted_low", "predicted_high",
+                                                        "measured_loss"))  # fmt: skip
+    return lo <= measured <= hi, (hi - lo) / pred, (measured - pred) / pred
+
+
+@pytest.mark.parametrize(
+    "size",
+    [
+        "100M",
+        pytest.param("400M", marks=pytest.mark.xfail(strict=True, reason="issue 46, not covered: 2 of the 6 inside")),
+    ],
+)
+def test_docs_fit_of_a_larger_model_holds_its_held_out_finals(
+    size: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 46's check: fitted as the docs do on three runs of a larger model than the band was chosen on (the
+    paper's 100M and 400M curves; BAND was chosen on the 25M curves and the tiny runs), the six other curves'
+    measured final losses lie inside their bands, under 2% wide within the fitted runs' length. The law
+    under-predicts them (the band before, the sub-fits' spread and the training error, held 5 of 6 at 100M)."""
+    folder = CURVES.parent / size
+    law = tmp_path / "law.json"
+    assert main(["law", "fit", *(str(folder / f"{n}.csv") for n in TRAIN), "--out", str(law)]) == 0
+    capsys.readouterr()
+    checked = {name: _final_in_band(law, folder / f"{name}.csv", tmp_path / "p.csv") for name in TEST}
+    assert sum(error > 0 for _, _, error in checked.values()) >= 5, checked  # the law's own bias: too low
+    assert all(width < 0.02 for name, (_, width, _) in checked.items() if "72000" not in name), checked
+    assert all(inside for inside, _, _ in checked.values()), checked
+
+
+def test_band_holds_80_percent_of_larger_models_held_out_finals() -> None:
+    """The shipped BAND on the benchmark's recorded fits of the 100M and 400M curves (28 three-run sets per size,
+    the docs' among them; bench/data/law-reliability.json, made by bench_law_reliability.py),
+    which were never used to choose it: >= 80% of the held-out finals inside, within the fitted runs' LR area and
+    length and past them, at a median width under 2%; the band before this term held under 80% within them."""
+    from tests.law.test_law_bench_smoke import _bench
+
+    bench = _bench("bench_law_reliability")
+    records = json.loads((ROOT / "bench/data/law-reliability.json").read_text())
+    for size in ("100M", "400M"):
+        mine = [r for r in records if r["dataset"] == size]
+        assert len(mine) == 28
+        for where in ("near", "far"):
+            inside, width, _, n = bench.coverage(mine, BAND, where)
+            assert n >= 49 and inside >= 0.8 and width < 0.02, (size, where, inside, width)
+        assert bench.coverage(mine, bench.BEFORE, "near")[0] < 0.8
+
+
+def test_a_check_whose_error_is_not_a_number_is_refused_in_one_line(
+    paper_law: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = json.loads(paper_law.read_text())
+    doc["reliability"]["checks"][1]["final_rel"] = "0.1%"
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    rc, out, err = run(capsys, "law", "predict", str(bad), TINY_WSD, *PAPER_RUN)
+    assert rc == 2 and out == "" and err.count("\n") == 1
+    assert "reliability.checks[1].final_rel '0.1%' must be a number >= 0 or null" in err
