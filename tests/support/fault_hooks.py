@@ -8,8 +8,13 @@ the environment asks for it:
   before each new 64 KiB of the file. The bytes written are torch's own, in torch's order; only the time between
   them grows, so a 1.8 MB checkpoint spends ~28 * S seconds partially written. ``FAULT_FIRST_WRITE_DELAY=S``
   (default: the same) is the sleep before the first byte: how long the file exists with 0 bytes.
-* ``FAULT_SYMLINK_DELAY=S``: ``os.symlink`` sleeps ``S`` seconds before creating a link named ``latest-rank0.pt``.
-  Composer calls it right after removing the old link, so the folder has no ``latest`` for ``S`` seconds.
+* ``FAULT_SYMLINK_DELAY=S``: ``os.symlink`` sleeps ``S`` seconds before creating a link named ``latest-rank0.pt``
+  or ``latest-sharded-rank0``. Composer calls it right after removing the old link, so the folder has no ``latest``
+  for ``S`` seconds.
+* ``FAULT_SHARD_DELAY=S``: torch.distributed.checkpoint's ``FileSystemWriter`` (a sharded checkpoint: each rank's
+  ``__<rank>_0.distcp``) sleeps ``S`` seconds before writing each item of a shard file (a tensor, or a pickled
+  value), and flushes the file after each, so that a shard folder spends ~(items per rank) * S seconds with partial
+  ``.distcp`` files and no ``.metadata`` (the coordinator writes it once every rank's files are written).
 
 Nothing else changes: the checkpoints, their names and Composer's save sequence are the real ones.
 """
@@ -23,6 +28,8 @@ from typing import Any
 _WRITE_DELAY = float(os.environ.get("FAULT_WRITE_DELAY", "0"))
 _FIRST_WRITE_DELAY = float(os.environ.get("FAULT_FIRST_WRITE_DELAY", _WRITE_DELAY))
 _SYMLINK_DELAY = float(os.environ.get("FAULT_SYMLINK_DELAY", "0"))
+_SHARD_DELAY = float(os.environ.get("FAULT_SHARD_DELAY", "0"))
+_LATEST = ("latest-rank0.pt", "latest-sharded-rank0")
 _CHUNK = 64 * 1024
 
 
@@ -71,8 +78,21 @@ if _SYMLINK_DELAY > 0:
     _original_symlink = os.symlink
 
     def _slow_symlink(src: Any, dst: Any, *args: Any, **kwargs: Any) -> None:
-        if os.path.basename(os.fspath(dst)) == "latest-rank0.pt":
+        if os.path.basename(os.fspath(dst)) in _LATEST:
             time.sleep(_SYMLINK_DELAY)
         _original_symlink(src, dst, *args, **kwargs)
 
     os.symlink = _slow_symlink
+
+if _SHARD_DELAY > 0:
+    from torch.distributed.checkpoint import filesystem as _dcp_filesystem
+
+    _original_write_item = _dcp_filesystem._write_item
+
+    def _slow_write_item(transforms: Any, stream: Any, *args: Any, **kwargs: Any) -> Any:
+        time.sleep(_SHARD_DELAY)
+        result = _original_write_item(transforms, stream, *args, **kwargs)
+        stream.flush()  # to the page cache now: the test sees the shard grow
+        return result
+
+    _dcp_filesystem._write_item = _slow_write_item  # looked up by name in _write_files_from_queue
