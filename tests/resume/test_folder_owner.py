@@ -77,6 +77,26 @@ def test_owner_on_another_host_is_taken_over_only_after_stale_after(tmp_path: Pa
     owner.release()
 
 
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("heartbeat", "abc"), ("heartbeat", float("inf")), ("heartbeat", 10**400), ("started", "yesterday"),
+     ("started", 1e300)],
+    ids=["heartbeat-text", "heartbeat-inf", "heartbeat-400-digits", "started-text", "started-1e300"],
+)  # fmt: skip
+def test_a_garbled_record_is_read_as_none(tmp_path: Path, key: str, value: object) -> None:
+    """Issue 46: a heartbeat of 'abc' was a ValueError traceback (``started`` an OverflowError when it was shown).
+
+    A record this module did not write says nothing of a live owner, as one that is not JSON does not: the folder is
+    taken without a takeover line, and the lock (free here) decided.
+    """
+    record = {"host": "other-host", "pid": 1, "run_name": "away", "token": "t", "started": 0.0, "heartbeat": 0.0}
+    (tmp_path / OWNER_FILE).write_text(json.dumps({**record, key: value}))
+    owner = Ownership(tmp_path, "here", stale_after=60, heartbeat_interval=1)
+    assert owner.acquire() is None
+    assert _record(tmp_path)["run_name"] == "here"
+    owner.release()
+
+
 def test_dead_owner_on_this_host_is_taken_over_at_once(tmp_path: Path) -> None:
     """Its lock is free (the process is gone), whatever its heartbeat says."""
     now = time.time()
