@@ -27,9 +27,10 @@ the checked runs of the relative error of their final loss, predicted by the law
 the schedule's LR area (the LR summed over its batches) and :math:`n` its length against the largest of the fitted
 runs'; ``k``, ``m``, ``f`` and ``c`` from :data:`BAND`; the band is ``[p - w, p + w]``. The sub-fits' spread is the
 parameters' uncertainty; ``e`` is the law's own error, which the spread misses when every sub-fit is wrong the same
-way (the law's form, not its parameters); ``f`` is the smallest error the law shows on runs it was not fitted on,
-measured on the paper's 25M curves and this package's tiny runs (``bench/bench_law_reliability.py``). Without
-sub-fits (two runs) there is no band.
+way (the law's form, not its parameters); ``f`` is a floor for it, chosen with ``k``, ``m`` and ``c`` on the
+held-out curves of half of the three-run fits of the paper's 25M curves and this package's tiny runs (``m`` came out
+0: the runs left out did not tell which fits miss more) and confirmed on the rest and on the paper's 100M and 400M
+curves (``bench/bench_law_reliability.py``, docs/law.md). Without sub-fits (two runs) there is no band.
 """
 
 from __future__ import annotations
