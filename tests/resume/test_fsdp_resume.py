@@ -209,7 +209,7 @@ def _ulp(value: float) -> float:
 
 def _refused(tmp_path: Path, name: str, nproc: int, data: Path, *extra: str) -> list[str]:
     """Launch a run that must be refused: the ``foundry-ext: error:`` lines, after checking nothing was built."""
-    run_dir = tmp_path / name
+    run_dir = tmp_path / f"run-{name}"  # train.py writes train-rank0.log there before the check
     status, output = launch_and_wait(
         FSDP_YAML, fsdp_overrides(data, run_dir, *extra), nproc=nproc, log=tmp_path / f"{name}.log", env=FSDP_ENV
     )
