@@ -438,6 +438,8 @@ def _branch_length(text: str, start: int, option: str) -> int:
 
 
 def _branches(args: argparse.Namespace, law):
+    import sys
+
     from foundry_ext.law.tune import MAX_CANDIDATES, branch_lr, rank
     from foundry_ext.schedules.wsd import DECAY_TYPES
 
@@ -484,11 +486,23 @@ def _branches(args: argparse.Namespace, law):
             )
         if s + n > MAX_BATCHES:
             raise UsageError(f"branch from {s} over {n} batches: longer than {MAX_BATCHES:,} batches")
+    # a branch is a run of its own, from the stable run's checkpoint at s to s + n: past the YAML's max_duration it
+    # is a longer run, not the same budget spent differently, and anneal refuses it (anneal/branch.py, _check_budget)
+    past = [(s, n, shape) for s, n, shape in plans if s + n > len(stable)]
+    if past:
+        shown = ", ".join(f"from={s} decay={n}ba (ends at {s + n})" for s, n in dict.fromkeys(p[:2] for p in past))
+        print(
+            f"note: not ranked, past the YAML's max_duration ({len(stable)} batches), as anneal refuses them: {shown}",
+            file=sys.stderr,
+        )
+        plans = [p for p in plans if p not in past]
     if len(plans) > MAX_CANDIDATES:
         raise UsageError(f"{len(plans)} branches; at most {MAX_CANDIDATES}")
     if len(plans) < 2:
-        raise UsageError("1 branch, nothing to rank; give two or more branch points, lengths or shapes")
-    labels = {f"from={s} decay={n}ba shape={shape}": (s, n, shape) for s, n, shape in plans}
+        within = f" within max_duration ({len(stable)} batches)" if past else ""
+        count = f"{len(plans)} branch{'es' if len(plans) != 1 else ''}{within}"
+        raise UsageError(f"{count}, nothing to rank; give two or more branch points, lengths or shapes")
+    labels = {f"from={s} decay={n}ba end={s + n} shape={shape}": (s, n, shape) for s, n, shape in plans}
 
     def lrs_of(label: list[str]):
         s, n, shape = labels[" ".join(label)]

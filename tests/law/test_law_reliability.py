@@ -201,6 +201,32 @@ def test_tune_ranks_branches_of_a_stable_run(paper_law: Path, capsys: pytest.Cap
     assert "4 branches predicted" in out and "decay=4000ba" in out  # 0.2dur of 16000 + LEN: 4000
 
 
+def test_tune_says_where_each_branch_ends_and_ranks_none_past_max_duration(
+    paper_law: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 46: branches of 16k to 28k batches were ranked together, one past max_duration (which anneal refuses)."""
+    stable = [*PAPER_RUN[:2], "scheduler.t_warmup=2160ba", "scheduler.t_decay=0ba", "max_duration=24000ba"]
+    rc, out, err = run(capsys, "law", "tune", str(paper_law), TINY_WSD, *stable,
+                       "--branch-from", "12000,16000,20000", "--decay", "4000ba,8000ba")  # fmt: skip
+    assert rc == 0, err
+    assert err.splitlines() == [
+        "note: not ranked, past the YAML's max_duration (24000 batches), as anneal refuses them: from=20000 "
+        "decay=8000ba (ends at 28000)"
+    ]
+    ranked = [line.split()[4:7] for line in out.splitlines() if line.startswith("    ")]
+    assert len(ranked) == 5 and "5 branches predicted" in out
+    for start, decay, end in ranked:
+        s, n = int(start.removeprefix("from=")), int(decay.removeprefix("decay=").removesuffix("ba"))
+        assert end == f"end={s + n}" and s + n <= 24000, ranked
+    rc, _, err = run(capsys, "law", "tune", str(paper_law), TINY_WSD, *stable,
+                     "--branch-from", "20000", "--decay", "4000ba,8000ba")  # fmt: skip
+    assert rc == 2
+    assert err.splitlines()[-1] == (
+        "foundry-ext law: error: 1 branch within max_duration (24000 batches), nothing to rank; give two or more "
+        "branch points, lengths or shapes"
+    )
+
+
 def _final_in_band(law: Path, curve: Path, out_csv: Path) -> tuple[bool, float, float]:
     """``law predict --trace --csv``, at the curve's last measured loss: whether it is inside the band, the band's
     width (high - low) relative to the prediction, and the relative error (measured - predicted) / predicted."""
