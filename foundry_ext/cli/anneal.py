@@ -43,6 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Plan the branch (every check before anything is written), write its YAML, print how to run it."""
+    from foundry_ext._command import composer_command, shown_path
     from foundry_ext.anneal.branch import plan_branch, write_branch
     from foundry_ext.anneal.options import AnnealError
 
@@ -65,5 +66,5 @@ def run(args: argparse.Namespace) -> int:
     for note in branch.notes:
         print(f"  {note}")
     print(f"wrote {args.out}; run it, and after a kill relaunch it, with:")
-    print(f"  composer train.py {args.out}")
+    print(f"  {composer_command('train.py', shown_path(args.out))}")  # pastes: the composer beside us, quoted
     return 0

@@ -20,14 +20,16 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import shlex
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.launcher import REPO
+from tests.support.launcher import COMPOSER, REPO
 from tests.support.multirank import JSONL_LOGGER, launch_and_wait, rank_statuses
 
 YAML = REPO / "yamls" / "tiny-fsdp.yaml"
@@ -143,7 +145,10 @@ def test_the_rollback_continues_from_the_sharded_checkpoint(
     checkpoints = fsdp / "checkpoints"
     assert sorted(p.name for p in checkpoints.glob("ep0-ba*")) == ["ep0-ba3", "ep0-ba6"]  # none of batch 9
     before = {str(p.relative_to(fsdp)): p.stat().st_mtime_ns for p in checkpoints.rglob("*")}
-    args = shlex.split(re.search(r"run: composer train\.py YOUR\.yaml (.*)", output).group(1))  # type: ignore[union-attr]
+    words = shlex.split(re.search(r"; run: (.*)", output).group(1))  # type: ignore[union-attr]
+    exe = REPO / words[0] if "/" in words[0] else shutil.which(words[0])  # the run's cwd is REPO
+    assert exe and os.path.samefile(exe, COMPOSER) and words[1:3] == ["train.py", "YOUR.yaml"], words  # it pastes
+    args = words[3:]
     assert f"load_path={(checkpoints / 'ep0-ba6').resolve()}" in args, args  # the folder: every rank's shards
     assert "callbacks.spike_guard.skip_data.batches=4" in args, args  # batches 6..8 read, and 1 more
     # the overflow is tied to batch numbers, not to data: the continuation has none

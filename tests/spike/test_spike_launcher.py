@@ -15,13 +15,15 @@
 from __future__ import annotations
 
 import math
+import os
 import re
 import shlex
+import shutil
 from pathlib import Path
 
 import pytest
 
-from tests.support.launcher import REPO
+from tests.support.launcher import COMPOSER, REPO
 from tests.support.multirank import launch_and_wait, rank_statuses
 
 YAML = REPO / "yamls" / "tiny-wsd.yaml"
@@ -134,7 +136,10 @@ def test_continuation_killed_and_relaunched_resumes_from_its_own_checkpoint(
     folder, overrides, status, output = burst
     assert status == 3, output[-3000:]
     before = {p.name: p.stat().st_mtime_ns for p in (folder / "checkpoints").iterdir()}
-    args = shlex.split(re.search(r"run: composer train\.py YOUR\.yaml (.*)", output).group(1))  # type: ignore[union-attr]
+    words = shlex.split(re.search(r"; run: (.*)", output).group(1))  # type: ignore[union-attr]
+    exe = REPO / words[0] if "/" in words[0] else shutil.which(words[0])  # the run's cwd is REPO
+    assert exe and os.path.samefile(exe, COMPOSER) and words[1:3] == ["train.py", "YOUR.yaml"], words  # it pastes
+    args = words[3:]
     assert "autoresume=true" in args and "callbacks.spike_guard.skip_data.batches=6" in args, args
     # the injected overflow is tied to batch numbers, not to data: the continuation has none
     command = [*overrides, "callbacks.spike_test_overflow={at: []}", *args]

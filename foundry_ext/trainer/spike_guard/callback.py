@@ -15,6 +15,7 @@ from composer.core import Callback, State
 from composer.loggers import Logger
 from composer.utils import dist
 
+from foundry_ext._command import shown_path
 from foundry_ext._exit import exit_run
 from foundry_ext.catalog.callbacks import SPIKE_FIELD, SpikeGuardConfig
 from foundry_ext.config.base import build
@@ -244,8 +245,9 @@ class SpikeGuard(Callback):
         if dist.get_global_rank() == 0:
             plan.write(target, f"stopped at batch {last_batch + 1}; first skip at batch {first + 1}")
         return (
-            f"rollback written to {target}: from {plan.load_path} (batch {plan.at_batch}), skipping {plan.skip} data "
-            f"batches, into {plan.save_folder}; run: composer train.py YOUR.yaml {plan.command_args()}"
+            f"rollback written to {shown_path(str(target))}: from {shown_path(plan.load_path)} (batch "
+            f"{plan.at_batch}), skipping {plan.skip} data batches, into {shown_path(plan.save_folder)}; run: "
+            f"{plan.command()}"
         )
 
     # -- resume ---------------------------------------------------------------------------------------------------

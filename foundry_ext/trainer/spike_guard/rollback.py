@@ -15,6 +15,8 @@ from pathlib import Path
 
 import yaml
 
+from foundry_ext._command import composer_command, shown_path
+
 __all__ = ["Continuation", "checkpoint_before", "continuation"]
 
 _BATCH = re.compile(r"ba(\d+)")
@@ -40,13 +42,22 @@ class Continuation:
             "callbacks": {"spike_guard": {"skip_data": {"at_batch": self.at_batch, "batches": self.skip}}},
         }
 
-    def command_args(self) -> str:
-        """The same as ``key=value`` arguments of ``composer train.py YAML ...`` (OmegaConf's dot list)."""
-        return (
-            f"load_path={self.load_path} save_folder={self.save_folder} run_name={self.run_name} autoresume=true "
-            f"callbacks.spike_guard.skip_data.at_batch={self.at_batch} "
-            f"callbacks.spike_guard.skip_data.batches={self.skip}"
-        )
+    def command(self) -> str:
+        """The command that runs the continuation, to paste into the shell the run was launched from.
+
+        The train YAML is not known here (``YOUR.yaml``, with the run's own overrides); the ``composer`` is the one
+        beside this Python unless that is the one on ``PATH``, paths inside the working folder are shown relative to
+        it, and every word is quoted for the shell.
+        """
+        args = [
+            f"load_path={shown_path(self.load_path)}",
+            f"save_folder={shown_path(self.save_folder)}",
+            f"run_name={self.run_name}",
+            "autoresume=true",
+            f"callbacks.spike_guard.skip_data.at_batch={self.at_batch}",
+            f"callbacks.spike_guard.skip_data.batches={self.skip}",
+        ]
+        return composer_command("train.py", "YOUR.yaml", *args)
 
     def write(self, path: Path, why: str) -> None:
         text = yaml.safe_dump(self.overrides(), sort_keys=False)
@@ -54,7 +65,7 @@ class Continuation:
         header = (
             f"# spike_guard rollback: {_printable(why)}\n"
             "# merge into the run's train YAML, or pass as arguments:\n"
-            f"#   composer train.py YOUR.yaml {_printable(self.command_args())}\n"
+            f"#   {_printable(self.command())}\n"
         )
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(header + text)
