@@ -59,7 +59,11 @@ def report(p: LRPipeline, xs: Sequence[int], lrs: np.ndarray, marks: Sequence[Ma
         f"trains with, exact at {len(xs)} batches: evenly spaced, plus every mark and its neighbours)"
     )
     if marks:
-        lines.append("marks: " + ", ".join(f"{m.label} at batch {m.batch}" for m in marks))
+        # the batch first trained at each, one after the mark's timestamp: said, or t_warmup=20ba reads as off by one
+        lines.append(
+            "marks: " + ", ".join(f"{m.label} at batch {m.batch}" for m in marks) + " (the first batch trained at "
+            "each: Composer steps the LR at the end of a batch, so a change at timestamp T first trains batch T+1)"
+        )
     lines += [*p.clock.notes, *(f"warning: {w}" for w in p.warnings)]
     return lines + (plateau_report(p) if p.plateau else [])
 

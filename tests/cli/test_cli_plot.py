@@ -114,7 +114,9 @@ def test_wsd_values_at_named_batches_are_exact(tmp_path: Path, capsys: pytest.Ca
     assert [int(r["batch"]) for r in rows] == list(range(1000))  # every batch that trains, and no batch 1000
     for row in rows:
         assert float(row["lr"]) == lr_of_batch(int(row["batch"]))
-    assert "marks: warmup end at batch 101, decay start at batch 801" in stdout
+    marks = "marks: warmup end at batch 101, decay start at batch 801"  # t_warmup=100ba: the b-1 rule, said
+    why = "(the first batch trained at each: Composer steps the LR at the end of a batch, so a change at timestamp T"
+    assert f"{marks} {why} first trains batch T+1)" in stdout
     assert "global_train_batch_size 4 x max_seq_len 64" in stdout and "max_seq_len long" in stdout
     check_png(tmp_path / "lr.png")
 

@@ -51,6 +51,8 @@ def test_the_plateau_example_cuts_where_its_real_run_cut(
     assert marks == [
         "marks: warmup end at batch 101, "
         + ", ".join(f"cut {i} (x0.5) at batch {b}" for i, b in enumerate(REAL_RUN_CUTS, start=1))
+        + " (the first batch trained at each: Composer steps the LR at the end of a batch, so a change at timestamp T "
+        "first trains batch T+1)"
     ]
     assert "plateau: simulated 39 evaluations, 1 at or after the end of the run ignored: 5 cuts" in out
     rows = (IMG / "plateau-metrics.csv").read_text().splitlines()
