@@ -6,7 +6,8 @@ may conflict with a future checkpoint``); a kill between remove and create leave
 starts from scratch. :class:`CheckpointGuard` repairs both before the Trainer looks (docs/resume.md).
 
 Modules: :mod:`.config` (the YAML keys, pydantic), :mod:`.integrity` (is a checkpoint complete?),
-:mod:`.recovery` (the decision on a folder, no Composer), :mod:`.callback` (the Composer callback).
+:mod:`.recovery` (the decision on a folder, no Composer), :mod:`.callback` (the Composer callback), :mod:`.finished`
+(a config transform: a finished run relaunched exits 0 before the model is built).
 """
 
 from __future__ import annotations
