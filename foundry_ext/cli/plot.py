@@ -76,6 +76,69 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _ramp_config(args: argparse.Namespace) -> dict | None:
+    """The loaded config when it has a ``batch_size_schedule`` (its steps are drawn, not a fixed-batch clock's)."""
+    from foundry_ext.config.errors import ConfigError
+    from foundry_ext.config.train_yaml import load_train_config
+
+    try:
+        cfg = load_train_config(args.config, args.overrides)
+    except ConfigError:
+        return None  # the pipeline reports it
+    callbacks = cfg.get("callbacks")
+    ramp = cfg.get("batch_size_schedule") is not None or (
+        isinstance(callbacks, dict) and callbacks.get("batch_size_schedule") is not None
+    )
+    return cfg if ramp else None
+
+
+def _plot_ramp(args: argparse.Namespace, cfg: dict, start: float) -> int:
+    """A run whose batch grows: the LR of every step as the Trainer applies it (:mod:`foundry_ext.batch_preview`)."""
+    from foundry_ext.batch_preview import ramp_steps, stage_lines
+    from foundry_ext.config.errors import ConfigError
+    from foundry_ext.config.train_yaml import one_line
+    from foundry_ext.lr_chart import text_chart
+    from foundry_ext.lr_figure import render_png
+
+    if args.metrics or args.law or args.at:
+        raise UsageError("--metrics, --law and --at are not available for a config with a batch_size_schedule")
+    try:
+        plan, steps = ramp_steps(cfg)
+    except ConfigError as e:
+        raise UsageError("; ".join(map(str, e.problems))) from None
+    xs, lrs = [s.batch for s in steps], [s.lr for s in steps]
+    for line in stage_lines(plan, steps, cfg):
+        print(f"ramp: {line}")
+    print(*text_chart(xs, lrs, len(steps), []), sep="\n")
+    top, low = max(range(len(lrs)), key=lrs.__getitem__), min(range(len(lrs)), key=lrs.__getitem__)
+    print(f"LR max {lrs[top]:.4g} at batch {top}, min {lrs[low]:.4g} at batch {low} (the LR each step trains with, "
+          f"its stage's factor included, every one of the {len(steps)} steps)")  # fmt: skip
+    if args.csv:
+        try:
+            with open(args.csv, "w", newline="") as f:
+                writer = csv.writer(f)
+                writer.writerow(["batch", "token", "sample", "global_batch", "stage", "lr_factor", "lr"])
+                writer.writerows(
+                    (s.batch, s.token, s.sample, s.size, s.stage, repr(s.factor), repr(s.lr)) for s in steps
+                )
+        except OSError as e:
+            raise UsageError(f"--csv {args.csv}: cannot write: {one_line(e)}") from None
+        print(f"wrote {args.csv} ({len(steps)} rows)")
+    sizes = " -> ".join(map(str, plan.sizes))
+    try:
+        size = render_png(
+            args.out, xs, lrs, None, [], [], None, "metric", f"{cfg['scheduler'].get('name')} with batch-size warmup",
+            f"global batch {sizes} samples, lr_scaling {plan.lr_scaling}, max_duration={cfg.get('max_duration')}",
+            None, "learning rate (per optimizer step)",
+        )  # fmt: skip
+    except (OSError, ValueError) as e:
+        raise UsageError(f"--out {args.out}: cannot write: {' '.join(str(e).split())}") from None
+    print(
+        f"wrote {args.out} ({size[0]}x{size[1]} px); {time.perf_counter() - start:.2f}s in all (not counting imports)"
+    )
+    return 0
+
+
 def _positive_int(text: str) -> int:
     value = _non_negative_int(text)
     if value == 0:
@@ -104,6 +167,8 @@ def run(args: argparse.Namespace) -> int:
 
     check_output_paths(("--out", args.out), ("--csv", args.csv))  # before any work, not after drawing the chart
     start = time.perf_counter()
+    if _ramp_config(args) is not None:
+        return _plot_ramp(args, _ramp_config(args), start)
     try:
         p = LRPipeline.from_yaml(
             args.config,

@@ -251,3 +251,20 @@ def test_the_loss_law_refuses_a_ramp_in_one_line(
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1 and "batch_size_schedule: the loss law has no batch-size term" in lines[0], err
+
+
+def test_plot_draws_the_steps_of_the_ramp(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """plot of a ramped config: every step's batch and LR (the preview's, which the real runs equal), CSV and PNG."""
+    import csv
+
+    png, table = tmp_path / "lr.png", tmp_path / "lr.csv"
+    assert main(["plot", str(RAMP_YAML), "--out", str(png), "--csv", str(table)]) == 0
+    out = capsys.readouterr().out
+    assert "ramp: stage 2: global batch 32, batches 8-12 (5 steps)" in out and "LR max 0.006 at batch 8" in out
+    _, steps = ramp_steps(load_train_config(str(RAMP_YAML)))
+    with open(table) as f:
+        rows = list(csv.DictReader(f))
+    assert [(int(r["batch"]), int(r["token"]), int(r["global_batch"]), float(r["lr"])) for r in rows] == [
+        (s.batch, s.token, s.size, s.lr) for s in steps
+    ]
+    assert png.stat().st_size > 10_000
