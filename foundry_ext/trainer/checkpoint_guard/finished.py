@@ -78,7 +78,8 @@ def finished_run_transform(cfg: dict[str, Any]) -> dict[str, Any]:
         try:
             verdict[0] = _decide(cfg, folder, run_name, guard, dist.get_world_size())
         except Exception as e:  # the early look must never stop a run: today's path decides
-            verdict[0] = (False, f"{_UNSURE} ({type(e).__name__}: {e}); the Trainer loads the checkpoint and decides")
+            why = " ".join(f"{type(e).__name__}: {e}".split())  # one line
+            verdict[0] = (False, f"{_UNSURE} ({why}); the Trainer loads the checkpoint and decides")
     if dist.get_world_size() > 1:
         dist.broadcast_object_list(verdict, src=0)
     finished, line = verdict[0]
