@@ -16,28 +16,39 @@ __all__ = ["add_arguments", "run"]
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the optional ``NAME`` filters."""
     parser.add_argument(
-        "names", nargs="*", metavar="NAME", help="show these schedulers' keys in full (default: list all)"
+        "names",
+        nargs="*",
+        metavar="NAME",
+        help="show these schedulers' (or this package's callbacks') keys in full (default: list the schedulers)",
     )
 
 
 def run(args: argparse.Namespace) -> int:
     """Print one block per scheduler name."""
-    from foundry_ext.catalog.registry import SCHEDULE_MODELS, foreign_scheduler_names
+    from foundry_ext.catalog.registry import CALLBACK_MODELS, SCHEDULE_MODELS, foreign_scheduler_names
     from foundry_ext.cli import UsageError
     from foundry_ext.config.errors import scheduler_did_you_mean
 
     foreign = foreign_scheduler_names()
     names = sorted(set(SCHEDULE_MODELS) | set(foreign))
+    callbacks = sorted(set(CALLBACK_MODELS) - set(names))  # reduce_lr_on_plateau is both: its scheduler has the keys
     for name in args.names:
-        if name not in names:
+        if name not in names and name not in callbacks:
             raise UsageError(
-                f"{name!r} is not a registered scheduler{scheduler_did_you_mean(name, names)}; "
-                f"known: {', '.join(names)}"
+                f"{name!r} is not a registered scheduler{scheduler_did_you_mean(name, [*names, *callbacks])} nor one "
+                f"of this package's callbacks; schedulers: {', '.join(names)}; callbacks: {', '.join(callbacks)}"
             )
     chosen = args.names or names
-    print(f"{len(chosen)} scheduler{'s' if len(chosen) != 1 else ''} (scheduler.name in a train YAML):")
+    n = len([c for c in chosen if c not in callbacks])
+    what = [f"{n} scheduler{'s' if n != 1 else ''} (scheduler.name in a train YAML)"] if n else []
+    if len(chosen) > n:
+        what.append(f"{len(chosen) - n} callback{'s' if len(chosen) - n != 1 else ''} (callbacks.NAME)")
+    print(f"{' and '.join(what)}:")
     for name in chosen:
         print()
+        if name in callbacks:
+            _callback(name, CALLBACK_MODELS[name])
+            continue
         if name in foreign:
             print(f"{name}\n  registered by: {foreign[name]} (entry point); its keys are that package's")
             continue
@@ -51,6 +62,15 @@ def run(args: argparse.Namespace) -> int:
         else:
             print(f"  keys:          {_keys_line(model)}")
     return 0
+
+
+def _callback(name: str, model: Any) -> None:
+    """A callback of this package: the first line of its keys' docstring, then each key as for a scheduler."""
+    print(name)
+    summary = (model.__doc__ or "").strip().splitlines()[0] if model.__doc__ else ""
+    print(f"  what:          {summary}")
+    print("  registered by: foundry-ext (entry point, llmfoundry_callbacks); callbacks.NAME in a train YAML")
+    _keys_table(model)
 
 
 def _keys_line(model: Any) -> str:
@@ -71,7 +91,7 @@ def _keys_table(model: Any) -> None:
     from foundry_ext.schedules.base import describe_keys
 
     models = [model]
-    if model.has_formula and model.kind == "torch":
+    if getattr(model, "has_formula", False) and model.kind == "torch":  # a callback's keys have no formula
         from foundry_ext.schedules.torch import TORCH_MODELS
 
         print("  type:          the torch class; each takes the keys listed under it")

@@ -45,3 +45,18 @@ def test_filter_and_unknown_name(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["schedulers", "warmup_stable"]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "did you mean 'warmup_stable_decay'" in err
+
+
+def test_a_callback_name_shows_its_keys(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 46: ``schedulers spike_guard`` said "not a registered scheduler"; no command listed a callback's keys."""
+    from foundry_ext.catalog.callbacks import SpikeGuardConfig
+
+    assert main(["schedulers", "spike_guard"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("1 callback (callbacks.NAME):\n\nspike_guard\n")
+    keys = [line.split()[0] for line in out.splitlines() if line.startswith("    ")]
+    assert keys == list(SpikeGuardConfig.model_fields)  # every key, in the declared order
+    assert "    window           default 128; an integer in [2, 100000]" in out
+    assert main(["schedulers", "spike_gaurd"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "did you mean 'spike_guard'?" in err and "callbacks:" in err
