@@ -876,3 +876,23 @@ def test_shards_outside_the_folder_are_not_read(run_dir: Path, tmp_path: Path) -
     (folder / ".metadata").write_bytes(pickle.dumps(metadata))
     with pytest.raises(CheckpointError, match=r"\.metadata names a shard outside the folder: '/dev/zero'"):
         load_checkpoint_safely(folder)
+
+
+def test_a_save_folder_gives_its_latest_checkpoint_as_anneal_takes_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 46: inspect refused a save folder that anneal accepts; now it reads the folder's latest, and says so."""
+    from foundry_ext.cli import main
+
+    fixture = Path(__file__).resolve().parents[1] / "resume" / "fixtures" / "plateau_resume" / "ep0-ba12-rank0.pt"
+    folder = tmp_path / "checkpoints"
+    folder.mkdir()
+    (folder / "ep0-ba12-rank0.pt").symlink_to(fixture)
+    (folder / "latest-rank0.pt").symlink_to("ep0-ba12-rank0.pt")
+    assert main(["inspect", str(folder)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"{folder} is a save folder: its latest checkpoint, latest-rank0.pt"
+    assert out[1].startswith(f"checkpoint   {folder}/latest-rank0.pt -> ep0-ba12-rank0.pt (monolithic")
+    (folder / "latest-rank0.pt").unlink()  # a folder without a latest link: still refused in one line
+    assert main(["inspect", str(folder)]) == 2
+    assert "is a folder but not a sharded checkpoint" in capsys.readouterr().err
