@@ -5,19 +5,17 @@ and of each pair left when one is left out, is computed once) records every fit 
 ``--from-json bench/data/law-reliability.json`` re-reports from the shipped records (a second: what the suite does).
 
 Fits: three-run fits of (a) the paper's 25M curves (``bench/data/loss-curves/25M``: all 84 sets of three of its nine
-curves), (b) this package's tiny runs (``bench/data/law-tiny-1000ba.json``: 30 sets of three of its 14 schedules
-per seed, seeded, 3 seeds) and (c) the paper's 100M and 400M curves (``bench/data/loss-curves/100M``, ``400M``: 28
-of the same sets and the docs' three runs, per size). Each fit is checked leaving each run out
+curves) and (b) this package's tiny runs (``bench/data/law-tiny-1000ba.json``: 30 sets of three of its 14 schedules
+per seed, seeded, 3 seeds): the curves this repository ships. Each fit is checked leaving each run out
 (``reliability.check``) and then predicts every other curve of its data set (of its seed): its real error (the mean
 over those curves of their mean relative error after warmup) and, per curve, the final loss with the band's inputs
 (the sub-fits' spread, the distance from the fitted runs; the checks' errors give the law's own error).
 
-The fits of (a) and (b) are split in two halves (alternating, per data set, in a seeded order); (c) only confirms.
-On the first half: the verdict's thresholds (the truth: real error <= 0.3% good, > 1% poor, rough between) and the
-band's ``k``, ``m``, ``f``, ``c`` (the narrowest band holding >= 85% of the held-out finals of each data set, within
-and past the fitted runs). The rest confirms: the verdict's agreement with the truth, and the band's coverage and
-width, within the fitted runs' LR area and length and past them; the band before the law's own error term is
-reported beside it.
+The fits are split in two halves (alternating, per data set, in a seeded order). On the first half: the verdict's
+thresholds (the truth: real error <= 0.3% good, > 1% poor, rough between) and the band's ``k``, ``m``, ``f``, ``c`` (the
+narrowest band holding >= 85% of the held-out finals of each data set, within and past the fitted runs). The rest
+confirms: the verdict's agreement with the truth, and the band's coverage and width, within the fitted runs' LR area and
+length and past them; the band before the law's own error term is reported beside it.
 """
 
 from __future__ import annotations
@@ -43,9 +41,7 @@ from foundry_ext.law.runs import read_csv  # noqa: E402
 from foundry_ext.law.trace import Trace  # noqa: E402
 
 CURVES = ROOT / "bench/data/loss-curves/25M"
-SIZES = ("25M", "100M", "400M")
-CHOOSE_DATA = ("25M", "tiny")  # the thresholds and the band are chosen on half of these fits
-CONFIRM_ONLY = ("100M", "400M")  # never used to choose anything
+DATA = ("25M", "tiny")  # the thresholds and the band are chosen on half of these fits, confirmed on the other
 DOCS_RUNS = {"cosine_24000", "constant_24000", "wsdcon_9"}  # the paper's and docs/law.md's three fitting runs
 TINY = ROOT / "bench/data/law-tiny-1000ba.json"
 GOOD_REAL, POOR_REAL = 0.003, 0.01
@@ -67,10 +63,6 @@ def sets(quick: bool) -> list[tuple[str, list[str]]]:
     combos = list(itertools.combinations(paper, 3))
     rng.shuffle(combos)
     out = [("25M", list(c)) for c in combos[: 4 if quick else 84]]
-    # the larger models only confirm: a third of the sets, and the docs' three runs
-    docs = tuple(sorted(DOCS_RUNS))
-    larger = [c for c in combos[: 2 if quick else 28] if c != docs] + [docs]
-    out += [(size, list(c)) for size in CONFIRM_ONLY for c in larger]
     names = sorted(json.loads(TINY.read_text()))
     for seed in ("17", "18", "19"):
         combos = list(itertools.combinations(names, 3))
@@ -81,8 +73,8 @@ def sets(quick: bool) -> list[tuple[str, list[str]]]:
 
 @functools.cache
 def traces_of(dataset: str) -> dict[str, Trace]:
-    if dataset in SIZES:
-        return {p.stem: read_csv(str(p)) for p in sorted((CURVES.parent / dataset).glob("*.csv"))}
+    if dataset == "25M":
+        return {p.stem: read_csv(str(p)) for p in sorted(CURVES.glob("*.csv"))}
     return tiny_traces(dataset.removeprefix("tiny-"))
 
 
@@ -166,13 +158,10 @@ def verdict(r: dict[str, Any], t: dict[str, float]) -> str:
 
 
 def halves(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Alternate halves per data set; the larger models' fits (:data:`CONFIRM_ONLY`) all go to the confirm half."""
+    """Alternate halves per data set (``tiny-17``, ``tiny-18``, ``tiny-19`` each)."""
     choose, confirm = [], []
     for ds in sorted({r["dataset"] for r in records}):
         mine = [r for r in records if r["dataset"] == ds]
-        if ds in CONFIRM_ONLY:
-            confirm += mine
-            continue
         choose += mine[0::2]
         confirm += mine[1::2]
     return choose, confirm
@@ -247,7 +236,7 @@ def choose_band(records: list[dict[str, Any]], target: float = 0.85) -> dict[str
     """The band holding ``target`` of the held-out finals in each data set, within and past the fitted runs, with
     the narrowest median width on the paper's curves (then on the tiny runs)."""
     best = None
-    groups = [[r for r in records if r["dataset"].startswith(ds)] for ds in CHOOSE_DATA]
+    groups = [[r for r in records if r["dataset"].startswith(ds)] for ds in DATA]
     for values in itertools.product(*BAND_GRID.values()):
         b = dict(zip(BAND_GRID, values, strict=True))
         covered = [coverage(g, b, where)[0] for g in groups for where in ("near", "far")]
@@ -278,16 +267,14 @@ def report(records: list[dict[str, Any]]) -> str:
     choose, confirm = halves(records)
     t = choose_thresholds(choose)
     b = choose_band(choose)
-    lines = [f"{len(records)} three-run fits ({len(choose)} to choose, {len(confirm)} to confirm; "
-             f"{', '.join(CONFIRM_ONLY)} only confirm)",
+    lines = [f"{len(records)} three-run fits ({len(choose)} to choose, {len(confirm)} to confirm)",
              "thresholds chosen: " + ", ".join(f"{a} {v:g}" for a, v in t.items()),
              "band chosen: " + ", ".join(f"{a} {v:g}" for a, v in b.items()),
              "", "| half | data | fits | verdict = truth | false good | good / rough / poor (verdict) | "
              "good / rough / poor (truth) |",
              "|---|---|---|---|---|---|---|"]  # fmt: skip
-    datasets = (*SIZES, "tiny")
     for label, part in (("choose", choose), ("confirm", confirm)):
-        for ds in datasets:
+        for ds in DATA:
             mine = [r for r in part if r["dataset"].startswith(ds)]
             if not mine:
                 continue
@@ -302,10 +289,11 @@ def report(records: list[dict[str, Any]]) -> str:
     for name, band in (("before", BEFORE), ("chosen", b)):
         lines += ["", f"band {name} ({', '.join(f'{a} {v:g}' for a, v in band.items())}), held-out finals:", head,
                   "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
-        lines += _band_rows("choose", choose, CHOOSE_DATA, band) + _band_rows("confirm", confirm, datasets, band)
-    lines += ["", "the docs' three runs (cosine_24000, constant_24000, wsdcon_9), the six other curves' finals:",
+        lines += _band_rows("choose", choose, DATA, band) + _band_rows("confirm", confirm, DATA, band)
+    lines += ["", "the docs' three runs (cosine_24000, constant_24000, wsdcon_9; a 25M fit of the confirm half), "
+              "the six other curves' finals:",
               "| data | band | inside | widths | measured - predicted |", "|---|---|---|---|---|"]  # fmt: skip
-    for ds in SIZES:
+    for ds in DATA:  # the tiny runs have no such set
         docs = [r for r in records if r["dataset"] == ds and set(r["runs"]) == DOCS_RUNS]
         for name, band in (("before", BEFORE), ("chosen", b)):
             for r in docs:

@@ -29,8 +29,8 @@ runs'; ``k``, ``m``, ``f`` and ``c`` from :data:`BAND`; the band is ``[p - w, p 
 parameters' uncertainty; ``e`` is the law's own error, which the spread misses when every sub-fit is wrong the same
 way (the law's form, not its parameters); ``f`` is a floor for it, chosen with ``k``, ``m`` and ``c`` on the
 held-out curves of half of the three-run fits of the paper's 25M curves and this package's tiny runs (``m`` came out
-0: the runs left out did not tell which fits miss more) and confirmed on the rest and on the paper's 100M and 400M
-curves (``bench/bench_law_reliability.py``, docs/law.md). Without sub-fits (two runs) there is no band.
+0: the runs left out did not tell which fits miss more) and confirmed on the rest (``bench/bench_law_reliability.py``,
+docs/law.md). Without sub-fits (two runs) there is no band.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ __all__ = [
 VERDICTS = ("good", "rough", "poor")
 # chosen and confirmed on data: bench/bench_law_reliability.py (docs/law.md, "How sure it is")
 THRESHOLDS = {"good_train": 0.0015, "good_held_out": 0.008, "poor_train": 0.004, "poor_held_out": 0.01}
-# chosen on half of the fits and confirmed on the rest and on the 100M and 400M curves (docs/law.md, "The band")
+# chosen on half of the fits and confirmed on the rest (docs/law.md, "The band")
 BAND = {"k": 1.0, "m": 0.0, "f": 0.002, "c": 0.005}
 
 

@@ -237,46 +237,42 @@ def _final_in_band(law: Path, curve: Path, out_csv: Path) -> tuple[bool, float, 
     return lo <= measured <= hi, (hi - lo) / pred, (measured - pred) / pred
 
 
-@pytest.mark.parametrize(
-    "size",
-    [
-        "100M",
-        pytest.param("400M", marks=pytest.mark.xfail(strict=True, reason="issue 46, not covered: 2 of the 6 inside")),
-    ],
-)
-def test_docs_fit_of_a_larger_model_holds_its_held_out_finals(
-    size: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+def test_docs_fit_holds_its_held_out_finals(
+    paper_law: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Issue 46's check: fitted as the docs do on three runs of a larger model than the band was chosen on (the
-    paper's 100M and 400M curves; BAND was chosen on the 25M curves and the tiny runs), the six other curves'
-    measured final losses lie inside their bands, under 2% wide within the fitted runs' length. The law
-    under-predicts them (the band before, the sub-fits' spread and the training error, held 5 of 6 at 100M)."""
-    folder = CURVES.parent / size
-    law = tmp_path / "law.json"
-    assert main(["law", "fit", *(str(folder / f"{n}.csv") for n in TRAIN), "--out", str(law)]) == 0
-    capsys.readouterr()
-    checked = {name: _final_in_band(law, folder / f"{name}.csv", tmp_path / "p.csv") for name in TEST}
+    """Issue 46's check: fitted as the docs do on three of the 25M curves (a set of the benchmark's confirm half: BAND
+    was not chosen on it), the six other curves' measured final losses lie inside their bands, under 2% wide within
+    the fitted runs' length. The law under-predicts 5 of them (by up to 0.49%)."""
+    checked = {name: _final_in_band(paper_law, CURVES / f"{name}.csv", tmp_path / "p.csv") for name in TEST}
     assert sum(error > 0 for _, _, error in checked.values()) >= 5, checked  # the law's own bias: too low
     assert all(width < 0.02 for name, (_, width, _) in checked.items() if "72000" not in name), checked
     assert all(inside for inside, _, _ in checked.values()), checked
 
 
-def test_band_holds_80_percent_of_larger_models_held_out_finals() -> None:
-    """The shipped BAND on the benchmark's recorded fits of the 100M and 400M curves (28 three-run sets per size,
-    the docs' among them; bench/data/law-reliability.json, made by bench_law_reliability.py),
-    which were never used to choose it: >= 80% of the held-out finals inside, within the fitted runs' LR area and
-    length and past them, at a median width under 2%; the band before this term held under 80% within them."""
+@pytest.mark.parametrize(
+    "data",
+    [
+        "25M",
+        pytest.param("tiny", marks=pytest.mark.xfail(strict=True, reason="issue 46, not covered: the tiny runs' "
+                                                     "bands are 7% wide, and past the fitted runs hold 77%")),
+    ],
+)  # fmt: skip
+def test_band_holds_80_percent_of_the_confirm_halfs_held_out_finals(data: str) -> None:
+    """The shipped BAND on the benchmark's recorded fits of the confirm half (bench/data/law-reliability.json, made
+    by bench_law_reliability.py; BAND was chosen on the other half): >= 80% of the held-out finals inside, within
+    the fitted runs' LR area and length and past them, at a median width under 2%; the band before this term held
+    under 80% within them."""
     from tests.law.test_law_bench_smoke import _bench
 
     bench = _bench("bench_law_reliability")
     records = json.loads((ROOT / "bench/data/law-reliability.json").read_text())
-    for size in ("100M", "400M"):
-        mine = [r for r in records if r["dataset"] == size]
-        assert len(mine) == 28
-        for where in ("near", "far"):
-            inside, width, _, n = bench.coverage(mine, BAND, where)
-            assert n >= 49 and inside >= 0.8 and width < 0.02, (size, where, inside, width)
-        assert bench.coverage(mine, bench.BEFORE, "near")[0] < 0.8
+    _, confirm = bench.halves(records)
+    mine = [r for r in confirm if r["dataset"].startswith(data)]
+    assert len(mine) >= 42
+    for where in ("near", "far"):
+        inside, width, _, n = bench.coverage(mine, BAND, where)
+        assert n >= 68 and inside >= 0.8 and width < 0.02, (data, where, inside, width)
+    assert bench.coverage(mine, bench.BEFORE, "near")[0] < 0.8
 
 
 def test_a_check_whose_error_is_not_a_number_is_refused_in_one_line(
