@@ -46,9 +46,9 @@ HEAVY = ("launcher", "docs_training", "kills_mid_run")
 # A docs block that trains, runs an LR range test or a benchmark: the ``docs_training`` marker, found from its text.
 # Test functions measured over 2.5 s (tests/support/durations.py writes the file from a JUnit report): slow too.
 MEASURED = json.loads((REPO / "tests" / "durations.json").read_text())
-# (or reads what training wrote under runs/)
+# (or reads what training wrote: under runs/, or docs/average.md's averages of those checkpoints, out/avg*)
 DOCS_TRAINING = re.compile(
-    r"\bcomposer\b|lr-find|lr_find\(|scripts/demo\.sh|bench/bench_\w+\.py|train_from_yaml|\bruns/"
+    r"\bcomposer\b|lr-find|lr_find\(|scripts/demo\.sh|bench/bench_\w+\.py|train_from_yaml|\bruns/|\bout/avg"
 )
 
 

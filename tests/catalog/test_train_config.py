@@ -63,7 +63,7 @@ def test_a_newcomers_mistake_is_one_line_and_exit_2(
     assert rc == 2, out + err
     errors = [x for x in err.splitlines() if x.startswith(f"{WSD}: ")]
     assert len(errors) == 1 and errors[0].startswith(f"{WSD}: {line}"), err
-    assert out.splitlines()[-1] == f"FAILED: 1 error in {WSD}"
+    assert out.splitlines()[-1] == f"FAILED: 1 problem in {WSD}"
 
 
 def test_run_name_from_the_environment_is_enough(
@@ -85,11 +85,12 @@ def test_a_unitless_max_duration_is_a_warning_exit_0_and_2_with_strict(capsys: p
     assert main(["validate", WSD, "max_duration=10000"]) == 0
     out, err = capsys.readouterr()
     assert err.splitlines() == [line]  # one line: no separate note for the override
-    assert out.splitlines()[-1].startswith("OK (1 warning: --strict makes them errors): warmup_stable_decay")
+    last = out.splitlines()[-1]
+    assert last.startswith("OK: warmup_stable_decay") and last.endswith("; 1 warning (--strict: exit 2)"), last
     assert main(["validate", WSD, "max_duration=10000", "--strict"]) == 2
     out, err = capsys.readouterr()
     assert err.splitlines() == [line]
-    assert out.splitlines()[-1] == f"FAILED: 1 warning in {WSD} (--strict: warnings count)"
+    assert out.splitlines()[-1] == f"FAILED: 1 problem in {WSD} (--strict: 1 warning among them)"
 
 
 def test_a_warmup_longer_than_the_run_is_the_same_severity(capsys: pytest.CaptureFixture[str]) -> None:
@@ -97,7 +98,8 @@ def test_a_warmup_longer_than_the_run_is_the_same_severity(capsys: pytest.Captur
     assert main(["validate", inverse_sqrt, "max_duration=10ba"]) == 0
     out, err = capsys.readouterr()
     assert "warning: scheduler.t_warmup: the warmup (20ba = 20 batches) is longer than the run" in err
-    assert out.splitlines()[-1].startswith("OK (1 warning: --strict makes them errors): inverse_sqrt")
+    last = out.splitlines()[-1]
+    assert last.startswith("OK: inverse_sqrt") and last.endswith("; 1 warning (--strict: exit 2)"), last
     assert main(["validate", inverse_sqrt, "max_duration=10ba", "--strict"]) == 2
 
 
