@@ -48,7 +48,7 @@ LAW_RUNS = ROOT / "bench" / "data" / "law-tiny-1000ba.json"
 FIT_RUNS = ("fit: constant", "fit: cosine", "fit: two-stage")
 MODEL = {"model.d_model": 32, "model.n_layers": 1, "model.n_heads": 2, "optimizer.lr": 1.0e-2}  # bench_law_tiny's
 _ROW = re.compile(r"^\s*\d+\.\s+(?P<final>[\d.]+)(?:\s+\[(?P<low>[\d.]+), (?P<high>[\d.]+)\])?\s+from=(?P<s>\d+) "
-                  r"decay=(?P<n>\d+)ba shape=\w+$")  # fmt: skip
+                  r"decay=(?P<n>\d+)ba end=\d+ shape=\w+$")  # fmt: skip
 
 
 def _register() -> None:
@@ -157,7 +157,9 @@ def train_seed(data: Path, args: argparse.Namespace, seed: int, work: Path) -> d
 
 def predict_branches(law: Path, args: argparse.Namespace, stable_yaml: Path) -> list[dict[str, Any]]:
     """``law tune --branch-from POINTS --decay DECAYS``: every branch's predicted final loss and band."""
-    printed = _cli(["law", "tune", str(law), str(stable_yaml), f"max_duration={max(args.points)}ba",
+    # the budget holds every branch: law tune leaves out a branch past max_duration, as anneal refuses it
+    budget = max(args.points) + max(args.decays)
+    printed = _cli(["law", "tune", str(law), str(stable_yaml), f"max_duration={budget}ba",
                     "--branch-from", ",".join(map(str, args.points)), "--decay",
                     ",".join(f"{n}ba" for n in args.decays), "--shape", args.shape,
                     "--floor", str(args.floor)])  # fmt: skip
