@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-import fcntl
 from pathlib import Path
 
 import pytest
 
 from tests.support.multirank import launch_and_wait
-from tests.support.references import FSDP_ENV, TINY_FSDP, TINY_RESUME, fsdp_overrides, uninterrupted_overrides
+from tests.support.references import (
+    FSDP_ENV,
+    TINY_FSDP,
+    TINY_RESUME,
+    fsdp_overrides,
+    trained_once,
+    uninterrupted_overrides,
+)
 
 
 @pytest.fixture(scope="session")
@@ -23,23 +29,14 @@ def uninterrupted_12ba(
     state), so one run serves both, and the finished-run relaunch (test_clean_exit.py): two 2-rank launches less per
     suite (~1 min each on 2 cores).
     """
-    # One run for the whole session, workers included: under pytest-xdist each worker has its own base folder inside
-    # the session's, where the first worker to need it trains it while the others wait on the lock.
-    base = tmp_path_factory.getbasetemp()
-    shared = base.parent if hasattr(request.config, "workerinput") else base
-    run_dir = shared / "uninterrupted_12ba"
-    with open(shared / "uninterrupted_12ba.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if (run_dir / "trained").exists():
-            return run_dir
-        run_dir.mkdir(exist_ok=True)
-        log = shared / "uninterrupted_12ba.log"
-        status, output = launch_and_wait(
+    return trained_once(
+        "uninterrupted_12ba",
+        tmp_path_factory,
+        request,
+        lambda run_dir, log: launch_and_wait(
             TINY_RESUME, uninterrupted_overrides(demo_data, run_dir), nproc=2, log=log, timeout=900
-        )
-        assert status == 0, output[-4000:]
-        (run_dir / "trained").touch()
-        return run_dir
+        ),
+    )
 
 
 @pytest.fixture(scope="session")
@@ -50,18 +47,11 @@ def uninterrupted_fsdp_12ba(
     ``ep0-ba4``, ``ep0-ba8``, ``ep0-ba12``): the oracle of the sharded kill-and-resume chain
     (test_checkpoint_guard_sharded.py) and the finished run of test_finished_relaunch.py. Read it, never write.
     Trained once per session, as :func:`uninterrupted_12ba`."""
-    base = tmp_path_factory.getbasetemp()
-    shared = base.parent if hasattr(request.config, "workerinput") else base
-    run_dir = shared / "uninterrupted_fsdp_12ba"
-    with open(shared / "uninterrupted_fsdp_12ba.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if (run_dir / "trained").exists():
-            return run_dir
-        run_dir.mkdir(exist_ok=True)
-        log = shared / "uninterrupted_fsdp_12ba.log"
-        status, output = launch_and_wait(
+    return trained_once(
+        "uninterrupted_fsdp_12ba",
+        tmp_path_factory,
+        request,
+        lambda run_dir, log: launch_and_wait(
             TINY_FSDP, fsdp_overrides(demo_data, run_dir), nproc=2, log=log, env=FSDP_ENV, timeout=900
-        )
-        assert status == 0, output[-4000:]
-        (run_dir / "trained").touch()
-        return run_dir
+        ),
+    )

@@ -23,19 +23,16 @@ wall time on an idle 2-core machine.
 
 from __future__ import annotations
 
-import fcntl
 from pathlib import Path
 
 import pytest
 
-from tests.support.launcher import REPO
 from tests.support.multirank import JSONL_LOGGER, launch_and_wait
+from tests.support.references import FSDP_ENV, TINY_FSDP, trained_once
 
 __all__ = ["FSDP_ENV", "FSDP_YAML", "fsdp_overrides", "fsdp_reference"]
 
-FSDP_YAML = REPO / "yamls" / "tiny-fsdp.yaml"
-#: Composer 0.32 builds FSDP2 (``FSDP2Config``) only when this is set; its default, FSDP1, needs CUDA
-FSDP_ENV = {"FSDP_VERSION": "2"}
+FSDP_YAML = TINY_FSDP
 
 
 def fsdp_overrides(data: Path, run_dir: Path, *extra: str) -> list[str]:
@@ -58,18 +55,11 @@ def fsdp_overrides(data: Path, run_dir: Path, *extra: str) -> list[str]:
 @pytest.fixture(scope="session")
 def fsdp_reference(demo_data: Path, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Path:
     """The folder of the uninterrupted 2-rank FSDP2 run described in this module's docstring (trained once)."""
-    base = tmp_path_factory.getbasetemp()
-    shared = base.parent if hasattr(request.config, "workerinput") else base
-    run_dir = shared / "fsdp_reference"
-    with open(shared / "fsdp_reference.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if (run_dir / "trained").exists():
-            return run_dir
-        run_dir.mkdir(exist_ok=True)
-        log = shared / "fsdp_reference.log"
-        status, output = launch_and_wait(
+    return trained_once(
+        "fsdp_reference",
+        tmp_path_factory,
+        request,
+        lambda run_dir, log: launch_and_wait(
             FSDP_YAML, fsdp_overrides(demo_data, run_dir), nproc=2, log=log, env=FSDP_ENV, timeout=900
-        )
-        assert status == 0, output[-4000:]
-        (run_dir / "trained").touch()
-        return run_dir
+        ),
+    )
