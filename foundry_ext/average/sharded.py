@@ -9,7 +9,8 @@ separate ``torch.save`` records at byte ranges that ``.metadata`` lists. The ave
 read from each input's own file and range, accumulated oldest first as the full average is (``float32``, or
 ``float64`` for ``float64`` weights), and written in the chunk's dtype. At any time one chunk of each of: the
 accumulator, the chunk being read (its bytes and its tensor) and the record being written is held, so memory is
-bounded by the largest chunk (at most one shard of the largest tensor), whatever the model's size.
+bounded by a few of the largest chunk (at most one shard of the largest tensor), whatever the model's size: the C
+torch.save's cycles are collected and the heap given back after each chunk (:mod:`foundry_ext.average.heap`).
 
 The output is the newest input's folder with its model chunks replaced: the other records (optimizer state,
 timestamp, schedulers, RNG, ...) are copied byte for byte, and a new ``.metadata`` gives each record its new byte
@@ -33,6 +34,7 @@ import torch
 from torch.distributed.checkpoint.metadata import Metadata, MetadataIndex, TensorStorageMetadata
 
 from foundry_ext.average.full import accumulator_dtype
+from foundry_ext.average.heap import release_freed_memory
 from foundry_ext.average.options import AverageError
 from foundry_ext.average.source import Header
 
@@ -216,6 +218,8 @@ def average_sharded(
                             stats["largest_chunk_bytes"], acc.numel() * acc.element_size()
                         )
                         torch.save(acc.to(spec[1]), out)
+                        del acc
+                        release_freed_memory()  # else each torch.save keeps its chunk until a full gc (heap.py)
                         stats["chunks"] += 1
                     else:
                         _copy(src, info.offset, info.length, out)

@@ -132,7 +132,7 @@ def _peak(tmp_path: Path, *argv: str) -> int:
     return (result["after_kib"] - result["before_kib"]) * 1024
 
 
-def test_memory_stays_below_a_model_sharded_and_two_models_for_pt(tmp_path: Path) -> None:
+def test_memory_stays_within_a_few_chunks_sharded_and_two_models_for_pt(tmp_path: Path) -> None:
     tensors, numel = 16, 2**20  # 16 tensors of 4 MiB: 64 MiB of weights per checkpoint
     model_bytes = tensors * numel * 4
     for i, batch in enumerate((10, 20, 30)):
@@ -148,7 +148,7 @@ def test_memory_stays_below_a_model_sharded_and_two_models_for_pt(tmp_path: Path
                  "--out", str(tmp_path / "avg.pt"))  # fmt: skip
     print(f"peak RSS above the imports: sharded {sharded / 2**20:.1f} MiB, .pt {full / 2**20:.1f} MiB, "
           f"one model {model_bytes / 2**20:.0f} MiB, one chunk {numel * 4 / 2**20:.0f} MiB")  # fmt: skip
-    # measured: 52 MiB here, 101 MiB for 64 such tensors (256 MiB): it grows with the model, though less than one;
-    # not bounded by a chunk as the design intends (docs/average.md says so)
-    assert sharded < model_bytes
+    # measured: 12.5 MiB here (16.5 MiB for 64 such tensors, 256 MiB); 52-67 MiB before each chunk's memory was freed
+    # (foundry_ext/average/heap.py): one chunk more per chunk, a model's worth
+    assert sharded < 6 * numel * 4
     assert full < 3 * model_bytes  # the accumulator and the checkpoint being added (mapped), plus the one written
