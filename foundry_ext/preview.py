@@ -3,9 +3,9 @@
 **Composer's order.** Composer 0.32 steps the ``LambdaLR`` at the end of batch ``k`` *before* it advances the
 timestamp (``composer/trainer/trainer.py``, ``_train_loop``: ``scheduler.step()``, then ``timestamp.to_next_batch``).
 So 0-indexed batch ``b`` trains with the multiplier evaluated at timestamp ``b - 1`` (batch 0 with the one at 0), and
-a run of ``N`` batches trains batches ``0 .. N - 1``. :func:`timestamp_of_batch` is the one place this rule lives;
-``tests/preview/test_preview.py`` checks :meth:`Preview.lr` against a real ``Trainer.fit()`` with ``lr_monitor`` for
-every scheduler family.
+a run of ``N`` batches trains batches ``0 .. N - 1``. :func:`~foundry_ext.config.durations.timestamp_of_batch` is the
+one place this rule lives; ``tests/preview/test_preview.py`` checks :meth:`Preview.lr` against a real
+``Trainer.fit()`` with ``lr_monitor`` for every scheduler family.
 
 **Plateau cuts.** An evaluation runs after ``T`` batches (timestamp ``T``); a cut it decides rescales the LR of the
 next batch, ``T`` (0-indexed), and every later step carries it. So the scale in effect for batch ``b`` is the one
@@ -43,7 +43,6 @@ __all__ = [
     "build_schedule",
     "multipliers_of",
     "simulate_plateau",
-    "timestamp_of_batch",
 ]
 
 

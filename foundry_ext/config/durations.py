@@ -19,9 +19,12 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, overload
 
 from foundry_ext.config.errors import ConfigError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = [
     "SCHEDULE_UNITS",
@@ -216,11 +219,18 @@ def max_duration_of(state: Any) -> Duration:
     return Duration(md.value, md.unit.value)
 
 
-def timestamp_of_batch(batch: int) -> int:
+@overload
+def timestamp_of_batch(batch: int) -> int: ...
+@overload
+def timestamp_of_batch(batch: np.ndarray) -> np.ndarray: ...
+def timestamp_of_batch(batch: int | np.ndarray) -> int | np.ndarray:
     """The timestamp (batches done) at which the multiplier of 0-indexed ``batch`` is evaluated: ``max(b - 1, 0)``.
 
     Composer steps its ``LambdaLR`` at the end of batch ``b`` before the timestamp advances, so batch ``b`` trains
-    with the multiplier at ``b - 1`` (batch 0 with the one at 0). The one place this rule lives: the preview, the plot
-    and the lr-find ramp call it.
+    with the multiplier at ``b - 1`` (batch 0 with the one at 0). The one place this rule lives: the preview and its
+    pipeline, the plot, the run's LR checks, the torch scheduler's sweep, anneal and the lr-find ramp call it.
+
+    ``batch`` is an int, or a numpy array of ints (each element converted; the pipeline's whole-run arrays).
     """
-    return batch - 1 if batch > 0 else 0
+    # batch 0 subtracts nothing: the scheduler has not stepped yet; one expression for an int and an array alike
+    return batch - (batch > 0)

@@ -21,7 +21,7 @@ import math
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from foundry_ext.config.durations import Duration, convert
+from foundry_ext.config.durations import Duration, convert, timestamp_of_batch
 from foundry_ext.config.errors import Problem, join_path
 from foundry_ext.config.train_yaml import RunClock
 from foundry_ext.schedules.base import ScheduleModel, run_check
@@ -362,8 +362,7 @@ def _sweep(model: ScheduleModel, clock: RunClock, path: str) -> tuple[tuple[int,
     if check.errors or check.resolved is None or total <= 0:
         return None, 0.0
     d, unit = check.resolved.values, check.resolved.unit
-    # batch b trains with the multiplier at timestamp b - 1 (batch 0 with the one at 0)
-    return _sweep_batches(lambda batch: model.multiplier(clock.now(max(batch - 1, 0), unit), d), total)
+    return _sweep_batches(lambda batch: model.multiplier(clock.now(timestamp_of_batch(batch), unit), d), total)
 
 
 def _large_fields(model: ScheduleModel, path: str) -> list[str]:

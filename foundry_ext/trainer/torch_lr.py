@@ -15,6 +15,7 @@ from typing import Any
 from composer.core import State
 
 from foundry_ext.catalog.registry import validate_block
+from foundry_ext.config.durations import timestamp_of_batch
 from foundry_ext.config.errors import ConfigError, stop_run
 from foundry_ext.config.train_yaml import run_clock
 from foundry_ext.schedules.run_lr import stepped_lr_problem
@@ -104,5 +105,5 @@ def torch_run_transform(cfg: dict[str, Any]) -> dict[str, Any]:
 
 
 def _trains_with(engine: TorchSchedule) -> Callable[[int], float]:
-    """``batch -> multiplier`` that 0-indexed ``batch`` trains with: torch's step ``batch - 1`` (batch 0: step 0)."""
-    return lambda batch: engine.at(max(batch - 1, 0))
+    """``batch -> multiplier`` that 0-indexed ``batch`` trains with: torch's step at the batch's timestamp."""
+    return lambda batch: engine.at(timestamp_of_batch(batch))

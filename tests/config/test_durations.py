@@ -81,3 +81,23 @@ def test_convert_equals_composer(max_duration: str, dataloader_len: int | None) 
 def test_a_composer_time_is_a_duration() -> None:
     assert Duration.of(Time(10, "ba")) == Duration(10, "ba") == parse("10ba")
     assert str(Duration(0.2, "dur")) == "0.2dur" and str(Duration(2_000_000, "tok")) == "2000000tok"
+
+
+def test_timestamp_of_batch_is_the_timestamp_a_real_fit_trains_each_batch_at() -> None:
+    """Composer's order in a real ``Trainer.fit()``: batch b trains with the multiplier at ``timestamp_of_batch(b)``.
+
+    The scheduler's multiplier is ``1 + timestamp``, so the LR each batch trains with names the timestamp it was
+    evaluated at; the one function gives it for an int and for a whole array (the pipeline's form) alike.
+    """
+    import numpy as np
+
+    from foundry_ext.config.durations import timestamp_of_batch
+    from tests.support.trainer_utils import BASE_LR, make_trainer
+
+    trainer, recorder = make_trainer([lambda state, ssr=1.0: 1.0 + state.timestamp.batch.value], max_duration="6ba")
+    trainer.fit()
+    trainer.close()
+    evaluated_at = [round(recorder.lrs[b][0] / BASE_LR) - 1 for b in range(6)]
+    assert evaluated_at == [0, 0, 1, 2, 3, 4]
+    assert evaluated_at == [timestamp_of_batch(b) for b in range(6)]
+    assert timestamp_of_batch(np.arange(6, dtype=np.int64)).tolist() == evaluated_at

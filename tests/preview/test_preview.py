@@ -20,7 +20,7 @@ from composer.loggers import InMemoryLogger
 from llmfoundry.utils.builders import build_scheduler
 
 from foundry_ext.cli import main
-from foundry_ext.preview import timestamp_of_batch
+from foundry_ext.config.durations import timestamp_of_batch
 from tests.support.trainer_utils import BASE_LR, make_trainer
 
 BATCHES = 40

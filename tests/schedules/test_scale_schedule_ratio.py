@@ -20,7 +20,7 @@ import torch
 from foundry_ext import ConfigError, ReduceLROnPlateauScheduler, TorchLRScheduler
 from foundry_ext.catalog.registry import SCHEDULE_MODELS
 from foundry_ext.config.base import build
-from foundry_ext.preview import timestamp_of_batch
+from foundry_ext.config.durations import timestamp_of_batch
 from foundry_ext.trainer.composer_schedulers import COMPOSER_SCHEDULERS
 from tests.support.trainer_utils import BASE_LR, make_trainer
 
