@@ -15,68 +15,21 @@ it was when the stable run ended.
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 import yaml
 
 from foundry_ext.cli import main
-from tests.support.multirank import free_port
+from tests.support.launcher import REPO
+from tests.support.multirank import FAULT_HOOKS, JSONL_LOGGER, finish, kill, launch, read_metrics, wait_until
 
-REPO = Path(__file__).resolve().parents[2]
-COMPOSER = Path(sys.executable).parent / "composer"
 YAML = REPO / "yamls" / "tiny-wsd.yaml"
-JSONL_LOGGER = REPO / "tests" / "support" / "jsonl_logger.py"
-FAULT_HOOKS = REPO / "tests" / "support" / "fault_hooks.py"
 LR = "lr-DecoupledAdamW/group0"
 EVAL = "metrics/eval/LanguageCrossEntropy"
 STABLE = ["run_name=stable", "max_duration=12ba", "scheduler.t_warmup=2ba", "scheduler.t_decay=0ba",
           "save_interval=4ba", "eval_interval=4ba", "scheduler.decay_type=sqrt", "scheduler.alpha_f=0.1"]  # fmt: skip
-
-
-def _launch(yaml_path: Path, overrides: list[str], log: Path, cwd: Path, **env: str) -> subprocess.Popen:
-    cmd = [str(COMPOSER), "-n", "2", "--master_port", str(free_port()), str(REPO / "train.py"), str(yaml_path)]
-    environ = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1", **env}
-    with open(log, "w") as out:
-        return subprocess.Popen(
-            [*cmd, *overrides], cwd=cwd, env=environ, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-        )
-
-
-def _wait(proc: subprocess.Popen, log: Path, timeout: float = 600) -> None:
-    try:
-        code = proc.wait(timeout=timeout)
-    finally:
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-    assert code == 0, f"{' '.join(map(str, proc.args))} exited {code}:\n{log.read_text()[-4000:]}"
-
-
-def _until(condition, timeout: float = 600) -> None:
-    end = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < end, "timed out"
-        time.sleep(0.2)
-
-
-def _read(path: Path, skip: int = 0) -> dict[str, dict[int, float]]:
-    """name -> step -> value of the LR and the eval loss, from the ``skip``-th line on."""
-    out: dict[str, dict[int, float]] = {}
-    for line in path.read_text().splitlines()[skip:]:
-        row = json.loads(line)
-        if row["name"] in (LR, EVAL):
-            seen = out.setdefault(row["name"], {})
-            assert seen.get(row["step"], row["value"]) == row["value"], row
-            seen[row["step"]] = row["value"]
-    return out
 
 
 def _files(folder: Path) -> dict[str, bytes | str]:
@@ -99,13 +52,14 @@ def test_a_killed_branch_resumes_from_its_own_checkpoint_and_trains_as_the_plann
                 f"loggers.jsonl.path={tmp_path}/{name}-rank{{rank}}.jsonl"]  # fmt: skip
 
     stable_dir = tmp_path / "runs" / "stable" / "checkpoints"
-    stable = _launch(
-        YAML, [*STABLE, *common("stable"), f"save_folder={stable_dir}"], tmp_path / "stable.log", tmp_path,
-        FAULT_WRITE_DELAY="0.05",  # the stable run is still training when the branch starts
+    stable = launch(
+        YAML, [*STABLE, *common("stable"), f"save_folder={stable_dir}"], nproc=2, log=tmp_path / "stable.log",
+        cwd=tmp_path, env={"FAULT_WRITE_DELAY": "0.05"},  # the stable run is still training when the branch starts
     )  # fmt: skip
     source = stable_dir / "ep0-ba4-rank0.pt"
-    _until(lambda: (stable_dir / "latest-rank0.pt").is_symlink() and os.readlink(stable_dir / "latest-rank0.pt")
-           == source.name)  # fmt: skip
+    latest = stable_dir / "latest-rank0.pt"
+    wait_until("the stable run's batch-4 checkpoint", lambda: latest.is_symlink() and os.readlink(latest)
+               == source.name, stable, tmp_path / "stable.log")  # fmt: skip
 
     # branch A, written and launched while the stable run trains
     branch = tmp_path / "branch-a.yaml"
@@ -120,34 +74,33 @@ def test_a_killed_branch_resumes_from_its_own_checkpoint_and_trains_as_the_plann
     kept = folder / "anneal-source" / source.name  # the source kept alive in the branch's folder: a hard link
     assert cfg["load_path"] == str(kept) and os.path.samefile(kept, source)
     assert cfg["max_duration"] == "12ba" and cfg["autoresume"] is True
-    first = _launch(branch, [], tmp_path / "a1.log", tmp_path, FAULT_WRITE_DELAY="0.5")
+    first = launch(branch, [], nproc=2, log=tmp_path / "a1.log", cwd=tmp_path, env={"FAULT_WRITE_DELAY": "0.5"})
     # killed while it writes its batch-12 checkpoint: its own batch-8 one is complete and `latest`
-    _until(lambda: (folder / "ep0-ba12-rank0.pt").exists() or first.poll() is not None)
+    wait_until("A's batch-12 checkpoint file", (folder / "ep0-ba12-rank0.pt").exists, first, tmp_path / "a1.log")
     assert first.poll() is None, (tmp_path / "a1.log").read_text()[-3000:]
     assert os.readlink(folder / "latest-rank0.pt") == "ep0-ba8-rank0.pt"
-    os.killpg(first.pid, signal.SIGKILL)
-    first.wait()
-    _wait(stable, tmp_path / "stable.log")
+    kill(first)
+    finish(stable, tmp_path / "stable.log")
     stable_files = _files(stable_dir)
     assert sorted(stable_files) == ["ep0-ba12-rank0.pt", "ep0-ba4-rank0.pt", "ep0-ba8-rank0.pt", "latest-rank0.pt"]
 
-    killed = _read(tmp_path / "a-rank0.jsonl")
-    logged = len((tmp_path / "a-rank0.jsonl").read_text().splitlines())
-    again = _launch(branch, [], tmp_path / "a2.log", tmp_path)  # the same command
-    _wait(again, tmp_path / "a2.log")
+    killed = read_metrics(tmp_path / "a-rank0.jsonl")
+    logged = (tmp_path / "a-rank0.jsonl").stat().st_size
+    again = launch(branch, [], nproc=2, log=tmp_path / "a2.log", cwd=tmp_path)  # the same command
+    finish(again, tmp_path / "a2.log")
     # the relaunch loaded the branch's own latest (batch 8), not load_path (the stable batch-4 checkpoint)
-    relaunched = _read(tmp_path / "a-rank0.jsonl", skip=logged)
+    relaunched = read_metrics(tmp_path / "a-rank0.jsonl", after=logged)
     assert sorted(relaunched[LR]) == [9, 10, 11, 12], relaunched[LR]
     resumed = {name: {**killed.get(name, {}), **relaunched.get(name, {})} for name in (LR, EVAL)}
     assert _files(stable_dir) == stable_files  # byte for byte, while and after the branch trained
 
-    planned = _launch(
+    planned = launch(
         YAML, [*(o for o in STABLE if not o.startswith(("scheduler.t_decay", "run_name"))), "scheduler.t_decay=8ba",
                "run_name=planned", *common("planned"),
-               f"save_folder={tmp_path}/runs/planned/checkpoints"], tmp_path / "planned.log", tmp_path,
+               f"save_folder={tmp_path}/runs/planned/checkpoints"], nproc=2, log=tmp_path / "planned.log", cwd=tmp_path,
     )  # fmt: skip
-    _wait(planned, tmp_path / "planned.log")
-    reference = _read(tmp_path / "planned-rank0.jsonl")
+    finish(planned, tmp_path / "planned.log")
+    reference = read_metrics(tmp_path / "planned-rank0.jsonl")
 
     assert sorted(resumed[LR]) == list(range(5, 13))  # lr_monitor's step is the batch count: batches 4..11
     for step, lr in resumed[LR].items():

@@ -18,24 +18,19 @@ branch's folder) still holds the batch-4 checkpoint's bytes; Composer's autoresu
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
-import signal
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 import yaml
 
 from foundry_ext.cli import main
+from tests.support.launcher import REPO
+from tests.support.multirank import JSONL_LOGGER, finish, kill, launch, read_metrics, wait_for_line, wait_until
 
-REPO = Path(__file__).resolve().parents[2]
 YAML = REPO / "yamls" / "tiny-wsd.yaml"
-JSONL_LOGGER = REPO / "tests" / "support" / "jsonl_logger.py"
-HOLD = Path(__file__).resolve().parent / "hold_save.py"
+HOLD = REPO / "tests" / "anneal" / "hold_save.py"
 LR = "lr-DecoupledAdamW/group0"
 EVAL = "metrics/eval/LanguageCrossEntropy"
 STABLE = ["run_name=stable", "max_duration=8ba", "scheduler.t_warmup=1ba", "scheduler.t_decay=0ba",
@@ -44,51 +39,16 @@ STABLE = ["run_name=stable", "max_duration=8ba", "scheduler.t_warmup=1ba", "sche
 
 
 def _launch(yaml_path: Path, overrides: list[str], log: Path, cwd: Path, **env: str) -> subprocess.Popen:
-    """Start a run and return once its dataloaders are built (or it ended), so that the next one starts after.
+    """Start one ``train.py`` process and return once its dataloaders are built, so that the next one starts after.
 
     mosaicml-streaming's shared-memory prefix is found by a scan and then created (streaming/base/shared/prefix.py,
     get_shm_prefix): two StreamingDatasets created at the same moment in two processes can pick the same prefix and
     the second dies with FileExistsError '/NNNNNN_locals'. This test's runs still train at the same time.
     """
-    environ = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1", **env}
-    with open(log, "w") as out:
-        proc = subprocess.Popen(
-            [sys.executable, str(REPO / "train.py"), str(yaml_path), *overrides],
-            cwd=cwd, env=environ, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
-    end = time.monotonic() + 600
-    while proc.poll() is None and "Building trainer..." not in log.read_text() and time.monotonic() < end:
-        time.sleep(0.1)  # llm-foundry logs it after the train and eval loaders (python_log_level: info)
+    proc = launch(yaml_path, overrides, nproc=None, log=log, cwd=cwd, env=env)
+    # llm-foundry logs it after the train and eval loaders (python_log_level: info)
+    wait_for_line(proc, log, "Building trainer...")
     return proc
-
-
-def _wait(proc: subprocess.Popen, log: Path, timeout: float = 600) -> None:
-    try:
-        code = proc.wait(timeout=timeout)
-    finally:
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-    assert code == 0, f"{' '.join(map(str, proc.args))} exited {code}:\n{log.read_text()[-4000:]}"
-
-
-def _until(condition, proc: subprocess.Popen, log: Path, timeout: float = 600) -> None:
-    end = time.monotonic() + timeout
-    while not condition():
-        assert proc.poll() is None, f"the run ended first:\n{log.read_text()[-3000:]}"
-        assert time.monotonic() < end, "timed out"
-        time.sleep(0.1)
-
-
-def _read(path: Path) -> dict[str, dict[int, float]]:
-    out: dict[str, dict[int, float]] = {}
-    for line in path.read_text().splitlines():
-        row = json.loads(line)
-        if row["name"] in (LR, EVAL):
-            seen = out.setdefault(row["name"], {})
-            assert seen.get(row["step"], row["value"]) == row["value"], row
-            seen[row["step"]] = row["value"]
-    return out
 
 
 @pytest.mark.slow
@@ -118,7 +78,7 @@ def test_a_rotated_away_source_is_kept_and_the_killed_branch_still_trains_exactl
     stable = _launch(YAML, [*STABLE, *common("stable"), f"save_folder={stable_dir}"], tmp_path / "stable.log",
                      tmp_path, HOLD_SAVE=f"ba6={go}")  # fmt: skip
     source = stable_dir / "ep0-ba4-rank0.pt"
-    _until(lambda: Path(f"{go}.waiting").exists(), stable, tmp_path / "stable.log")  # held before batch 6's save
+    wait_until("the stable run held before ba6's save", Path(f"{go}.waiting").exists, stable, tmp_path / "stable.log")
     assert os.readlink(stable_dir / "latest-rank0.pt") == source.name
     assert sorted(p.name for p in stable_dir.iterdir()) == [source.name, "latest-rank0.pt"]  # batch 2 rotated away
     source_bytes = source.read_bytes()
@@ -147,7 +107,7 @@ def test_a_rotated_away_source_is_kept_and_the_killed_branch_still_trains_exactl
     assert stable.poll() is None, "the stable run ended before the branches were written: the test proves less"
 
     go.touch()  # the stable run writes batch 6, and its rotation deletes batch 4
-    _wait(stable, tmp_path / "stable.log")
+    finish(stable, tmp_path / "stable.log")
     assert sorted(p.name for p in stable_dir.iterdir()) == ["ep0-ba8-rank0.pt", "latest-rank0.pt"]
     assert not source.exists() and kept.read_bytes() == source_bytes
 
@@ -155,17 +115,15 @@ def test_a_rotated_away_source_is_kept_and_the_killed_branch_still_trains_exactl
     branch_go = tmp_path / "branch-go"
     first = _launch(branch, [], tmp_path / "b1.log", tmp_path, HOLD_SAVE=f"ba8={branch_go}")
     second = _launch(branch_b, [], tmp_path / "bb.log", tmp_path)  # both branches train at once
-    _until(lambda: Path(f"{branch_go}.waiting").exists(), first, tmp_path / "b1.log")
+    wait_until("the branch held", Path(f"{branch_go}.waiting").exists, first, tmp_path / "b1.log")
     assert os.readlink(folder / "latest-rank0.pt") == "ep0-ba6-rank0.pt"
-    os.killpg(first.pid, signal.SIGKILL)
-    first.wait()
-    killed = _read(tmp_path / "branch-rank0.jsonl")
-    logged = len((tmp_path / "branch-rank0.jsonl").read_text().splitlines())
+    kill(first)
+    killed = read_metrics(tmp_path / "branch-rank0.jsonl")
+    logged = (tmp_path / "branch-rank0.jsonl").stat().st_size
 
     again = _launch(branch, [], tmp_path / "b2.log", tmp_path)  # the same command
-    _wait(again, tmp_path / "b2.log")
-    lines = (tmp_path / "branch-rank0.jsonl").read_text().splitlines()[logged:]
-    relaunched = _read_lines(lines)
+    finish(again, tmp_path / "b2.log")
+    relaunched = read_metrics(tmp_path / "branch-rank0.jsonl", after=logged, last=True)
     # Composer's autoresume loaded the branch's own latest (batch 6), not load_path (the kept batch-4 source)
     assert sorted(relaunched[LR]) == [7, 8], relaunched[LR]
     # the killed launch's batch 6 stays: Composer's rotation deletes only what the same process saved
@@ -174,8 +132,8 @@ def test_a_rotated_away_source_is_kept_and_the_killed_branch_still_trains_exactl
     ]  # fmt: skip
     assert kept.read_bytes() == source_bytes
 
-    _wait(planned, tmp_path / "planned.log")
-    reference = _read(tmp_path / "planned-rank0.jsonl")
+    finish(planned, tmp_path / "planned.log")
+    reference = read_metrics(tmp_path / "planned-rank0.jsonl")
     resumed = {name: {**killed.get(name, {}), **relaunched.get(name, {})} for name in (LR, EVAL)}
     assert sorted(resumed[LR]) == [5, 6, 7, 8]  # lr_monitor's step is the batch count: batches 4..7
     for step, lr in resumed[LR].items():
@@ -184,19 +142,10 @@ def test_a_rotated_away_source_is_kept_and_the_killed_branch_still_trains_exactl
     assert sorted(resumed[EVAL]) == [8]
     assert resumed[EVAL][8] == reference[EVAL][8], (resumed[EVAL], reference[EVAL])
 
-    _wait(second, tmp_path / "bb.log")
-    _wait(planned_b, tmp_path / "planned-b.log")
-    got, reference_b = _read(tmp_path / "b-rank0.jsonl"), _read(tmp_path / "planned-b-rank0.jsonl")
+    finish(second, tmp_path / "bb.log")
+    finish(planned_b, tmp_path / "planned-b.log")
+    got, reference_b = read_metrics(tmp_path / "b-rank0.jsonl"), read_metrics(tmp_path / "planned-b-rank0.jsonl")
     assert sorted(got[LR]) == [5, 6, 7] and sorted(got[EVAL]) == [7]
     assert all(got[LR][step] == reference_b[LR][step] for step in (5, 6, 7)) and got[LR][7] < 3.0e-3
     assert got[EVAL][7] == reference_b[EVAL][7]
     assert os.readlink(folder_b / "latest-rank0.pt") == "ep0-ba7-rank0.pt" and (folder_b / "anneal-source").is_dir()
-
-
-def _read_lines(lines: list[str]) -> dict[str, dict[int, float]]:
-    out: dict[str, dict[int, float]] = {}
-    for line in lines:
-        row = json.loads(line)
-        if row["name"] in (LR, EVAL):
-            out.setdefault(row["name"], {})[row["step"]] = row["value"]
-    return out

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
 import pytest
 
 from tests.support.launcher import REPO, RunComposer, TrainRun
+from tests.support.multirank import JSONL_LOGGER, read_metrics
 
 pytestmark = pytest.mark.slow
 
@@ -37,16 +37,12 @@ def tiny_run(run_composer: RunComposer, tmp_path_factory: pytest.TempPathFactory
         f"max_duration={MAX_BATCHES}ba",
         "eval_interval=20ba",
         f"save_folder={out / 'checkpoints'}",
-        f"code_paths=[{REPO / 'tests' / 'support' / 'jsonl_logger.py'}]",  # registers the `jsonl` logger
+        f"code_paths=[{JSONL_LOGGER}]",  # registers the `jsonl` logger
         f"loggers.jsonl.path={out / 'metrics.jsonl'}",
         cwd=out,
         timeout=240,
     )
-    metrics: dict[str, dict[int, float]] = {}
-    for line in (out / "metrics.jsonl").read_text().splitlines():
-        row = json.loads(line)
-        metrics.setdefault(row["name"], {})[row["step"]] = row["value"]
-    return run, out, metrics
+    return run, out, read_metrics(out / "metrics.jsonl", ("",), last=True)  # every name
 
 
 def test_logged_lr_is_base_lr_times_wsd(tiny_run: tuple[TrainRun, Path, dict]) -> None:

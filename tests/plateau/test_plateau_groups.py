@@ -9,12 +9,6 @@ the LR the optimizer really uses for every batch is compared with torch's litera
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +22,8 @@ from foundry_ext import ConfigError
 from foundry_ext.checkpoint import load_checkpoint_safely
 from foundry_ext.schedules.plateau_rule import PlateauRule, PlateauState
 from foundry_ext.trainer.plateau import ReduceLROnPlateauScheduler
-from tests.support.multirank import free_port
+from tests.support.launcher import REPO
+from tests.support.multirank import JSONL_LOGGER, launch_and_wait, read_metrics
 from tests.support.trainer_utils import LRRecorder, make_trainer
 
 MONITOR = "metrics/eval/Scripted"
@@ -289,15 +284,6 @@ def test_preview_with_a_min_lr_list_replays_group_0() -> None:
 # -- two ranks through the real launcher -----------------------------------------------------------------------------
 
 
-def _jsonl(path: Path) -> dict[str, dict[int, float]]:
-    out: dict[str, dict[int, float]] = {}
-    for line in path.read_text().splitlines():
-        row = json.loads(line)
-        if row["name"].startswith(("lr-", "metrics/eval/", "lr_plateau/")):
-            out.setdefault(row["name"], {})[row["step"]] = row["value"]
-    return out
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_two_ranks_floor_each_group_at_its_own_min_lr(demo_data: Path, tmp_path: Path) -> None:
@@ -307,29 +293,19 @@ def test_two_ranks_floor_each_group_at_its_own_min_lr(demo_data: Path, tmp_path:
     0.0005 = scale 1/6 after its 3rd. Both ranks log the same LRs, equal to the real torch ReduceLROnPlateau fed the
     run's eval losses, and the checkpoint holds both scales.
     """
-    repo = Path(__file__).resolve().parents[2]
-    cmd = [
-        str(Path(sys.executable).with_name("composer")), "-n", "2", "--master_port", str(free_port()),
-        str(repo / "train.py"), str(repo / "yamls" / "tiny-resume.yaml"),
+    overrides = [
         f"variables.data_local={demo_data}",
         f"save_folder={tmp_path}/checkpoints",
-        f"code_paths=[{repo / 'tests' / 'support' / 'jsonl_logger.py'}]",
+        f"code_paths=[{JSONL_LOGGER}]",
         f"loggers.jsonl.path={tmp_path}/metrics-rank{{rank}}.jsonl",
         "optimizer.param_groups=[{param_str_match: norm}]",
         "scheduler.min_lr=[0.001,0.0005]",
-    ]  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": str(repo), "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)  # fmt: skip
-    try:
-        output, _ = proc.communicate(timeout=600)
-    finally:
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode == 0, output[-4000:]
+    ]
+    yaml_path = REPO / "yamls" / "tiny-resume.yaml"
+    status, output = launch_and_wait(yaml_path, overrides, nproc=2, log=tmp_path / "run.log", cwd=tmp_path, timeout=600)
+    assert status == 0, output[-4000:]
 
-    logs = [_jsonl(tmp_path / f"metrics-rank{r}.jsonl") for r in (0, 1)]
+    logs = [read_metrics(tmp_path / f"metrics-rank{r}.jsonl", last=True) for r in (0, 1)]
     assert logs[0] == logs[1], "the ranks logged different LRs, eval losses or plateau values"
     log = logs[0]
     evals = sorted(log["metrics/eval/LanguageCrossEntropy"].items())

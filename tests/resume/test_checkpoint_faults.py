@@ -166,19 +166,6 @@ def logged_lr(step: int) -> Moment:
     return now
 
 
-def _first_lr_step(path: Path, offset: int) -> int | None:
-    """The first batch whose LR a launch logged: the lines it appended after ``offset`` bytes."""
-    import json
-
-    with open(path, "rb") as f:
-        f.seek(offset)
-        for line in f.read().decode().splitlines():
-            row = json.loads(line)
-            if row["name"] == LR:
-                return row["step"]
-    return None
-
-
 # -- the test ---------------------------------------------------------------------------------------------------------
 
 
@@ -246,7 +233,8 @@ def test_kill_at_ten_moments_then_the_same_command_resumes_exactly(
             assert proc.returncode == 0, f"the last launch exited {proc.returncode}:\n{output[-4000:]}"
             assert "this run has finished training; exiting with status 0" in output
 
-        first = _first_lr_step(chain.metrics, offset) if chain.metrics.exists() else None
+        # the first batch whose LR this launch logged: the lines it appended after ``offset`` bytes
+        first = min(read_metrics(chain.metrics, (LR,), after=offset, last=True).get(LR, {}), default=None)
         if first is not None:  # it trained: from the checkpoint the oracle named (batch k is logged at step k + 1)
             assert first - 1 == expected_start, f"launch {i} started at batch {first - 1}, not {expected_start}"
 

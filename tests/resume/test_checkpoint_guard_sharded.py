@@ -40,7 +40,6 @@ Asserted:
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import time
 from collections.abc import Callable
@@ -48,7 +47,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.multirank import checkpoint_differences, kill, launch, rank_statuses, read_metrics, same_bits
+from tests.support.multirank import (
+    checkpoint_differences,
+    kill,
+    launch,
+    rank_statuses,
+    read_metrics,
+    same_bits,
+    wait_until,
+)
 from tests.support.references import FSDP_ENV, TINY_FSDP, fsdp_overrides
 
 LR = "lr-DecoupledAdamW/group0"
@@ -78,19 +85,6 @@ def _full_read(folder: Path, out: Path) -> Path | None:
     except (CheckpointException, Exception):  # CheckpointException is a BaseException: what a failed read raises
         return None
     return out
-
-
-def _first_lr_step(path: Path, offset: int) -> int | None:
-    """The first batch whose LR a launch logged: the lines it appended after ``offset`` bytes."""
-    if not path.exists():
-        return None
-    with open(path, "rb") as f:
-        f.seek(offset)
-        for line in f.read().decode().splitlines():
-            row = json.loads(line)
-            if row["name"] == LR:
-                return row["step"]
-    return None
 
 
 def _shards_being_written(folder: Path) -> bool:
@@ -142,18 +136,14 @@ def test_sharded_kill_at_four_moments_then_the_same_command_resumes_exactly(
         t0 = time.monotonic()
         proc = launch(TINY_FSDP, args, nproc=2, log=tmp_path / f"{step}.log", env={**FSDP_ENV, **env})
         try:
-            while not moment(time.monotonic() - t0):
-                assert proc.poll() is None, (
-                    f"{step} ended (status {proc.returncode}) before its moment:\n"
-                    + (tmp_path / f"{step}.log").read_text()[-4000:]
-                )
-                assert time.monotonic() - t0 < 600, f"{step}: no moment after 10 minutes"
-                time.sleep(0.002)
+            wait_until(f"{step}'s moment", lambda: moment(time.monotonic() - t0), proc, tmp_path / f"{step}.log",
+                       interval=0.002)  # fmt: skip
             if during is not None:
                 during(proc)
         finally:
             kill(proc)
-        first = _first_lr_step(metrics, offset)
+        # the first batch whose LR this launch logged: the lines it appended after ``offset`` bytes
+        first = min(read_metrics(metrics, (LR,), after=offset, last=True).get(LR, {}), default=None)
         if first is not None:  # it trained: from the checkpoint the oracle named (batch k is logged at step k + 1)
             assert first - 1 == expected_start, f"{step} started at batch {first - 1}, not {expected_start}"
 

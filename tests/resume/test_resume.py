@@ -14,14 +14,8 @@ The other tests use a real Composer ``Trainer`` in-process (load_ignore_keys) or
 
 from __future__ import annotations
 
-import contextlib
 import csv
-import json
-import math
 import os
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -30,15 +24,13 @@ import pytest
 
 from foundry_ext.checkpoint import load_checkpoint_safely
 from foundry_ext.cli import main as cli_main
-from tests.support.multirank import free_port
+from tests.support.launcher import REPO
+from tests.support.multirank import JSONL_LOGGER, kill, launch, launch_and_wait, read_metrics, same_bits, wait_until
 
-REPO = Path(__file__).resolve().parents[2]
-COMPOSER = Path(sys.executable).parent / "composer"
 YAML = REPO / "yamls" / "tiny-resume.yaml"
 PLATEAU = "ReduceLROnPlateauCallback"
 LR = "lr-DecoupledAdamW/group0"
 EVAL = "metrics/eval/LanguageCrossEntropy"
-JSONL_LOGGER = REPO / "tests" / "support" / "jsonl_logger.py"
 
 
 # -- helpers ---------------------------------------------------------------------------------------------------------
@@ -56,23 +48,9 @@ def demo_dir(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     return Path(getattr(data, "path", data))
 
 
-def _launch(overrides: list[str], log: Path) -> subprocess.Popen:
-    cmd = [str(COMPOSER), "-n", "2", "--master_port", str(free_port()), "train.py", str(YAML), *overrides]
-    env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
-    with open(log, "w") as out:  # the child keeps its own copy of the descriptor
-        # a session of its own: the kill takes the launcher and both ranks at once
-        return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-
-
 def _run(overrides: list[str], log: Path, timeout: float = 600) -> None:
-    proc = _launch(overrides, log)
-    try:
-        code = proc.wait(timeout=timeout)
-    finally:
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-    assert code == 0, f"{' '.join(map(str, proc.args))} exited {code}:\n{log.read_text()[-4000:]}"
+    status, output = launch_and_wait(YAML, overrides, nproc=2, log=log, timeout=timeout)
+    assert status == 0, f"{log.name} exited {status}:\n{output[-4000:]}"
 
 
 def _overrides(data: Path, run_dir: Path, metrics: str, *extra: str) -> list[str]:
@@ -83,23 +61,6 @@ def _overrides(data: Path, run_dir: Path, metrics: str, *extra: str) -> list[str
         f"loggers.jsonl.path={run_dir}/{metrics}-rank{{rank}}.jsonl",
         *extra,
     ]
-
-
-def _read(path: Path) -> dict[str, dict[int, float]]:
-    """name -> step -> value; a step logged twice must have the same value."""
-    out: dict[str, dict[int, float]] = {}
-    for line in path.read_text().splitlines():
-        row = json.loads(line)
-        if not row["name"].startswith(("lr-", "metrics/eval/", "lr_plateau/")):
-            continue  # timing and throughput metrics legitimately differ between runs
-        seen = out.setdefault(row["name"], {})
-        assert seen.get(row["step"], row["value"]) == row["value"], row
-        seen[row["step"]] = row["value"]
-    return out
-
-
-def _same_bits(a: float, b: float) -> bool:
-    return a == b or (math.isnan(a) and math.isnan(b))
 
 
 def _plateau(checkpoint: Path) -> dict[str, Any]:
@@ -125,8 +86,8 @@ def test_load_path_and_autoresume_after_sigkill_match_the_uninterrupted_run(demo
     # A: uninterrupted
     a = tmp_path / "a"
     timed("A", _run, _overrides(demo_dir, a, "full"), tmp_path / "a.log")
-    ref = _read(a / "full-rank0.jsonl")
-    assert ref == _read(a / "full-rank1.jsonl"), "the ranks logged different LRs or eval losses"
+    ref = read_metrics(a / "full-rank0.jsonl")
+    assert ref == read_metrics(a / "full-rank1.jsonl"), "the ranks logged different LRs or eval losses"
     assert sorted(ref[EVAL]) == [3, 6, 9, 12, 15, 18, 21, 24]
     assert _plateau(a / "checkpoints" / "ep0-ba10-rank0.pt")["plateau"]["cuts"] == 1  # one cut before ...
     final = _plateau(a / "checkpoints" / "ep0-ba24-rank0.pt")
@@ -148,7 +109,7 @@ def test_load_path_and_autoresume_after_sigkill_match_the_uninterrupted_run(demo
         assert plotted[b] == pytest.approx(want, rel=1e-12, abs=0.0), b
 
     def check_resumed(run_dir: Path, metrics: str, first_step: int) -> None:
-        logs = [_read(run_dir / f"{metrics}-rank{r}.jsonl") for r in (0, 1)]
+        logs = [read_metrics(run_dir / f"{metrics}-rank{r}.jsonl") for r in (0, 1)]
         assert logs[0] == logs[1], "the ranks logged different LRs or eval losses after the resume"
         for name in (LR, EVAL, "lr_plateau/scale", "lr_plateau/cuts"):
             got = logs[0][name]
@@ -156,11 +117,11 @@ def test_load_path_and_autoresume_after_sigkill_match_the_uninterrupted_run(demo
             want = {step: v for step, v in ref[name].items() if step >= min(got)}
             assert got.keys() == want.keys(), name
             # Bitwise, eval losses included: CPU, fp32, one thread per rank, same data order, same weights.
-            bad = {s: (got[s], want[s]) for s in got if not _same_bits(got[s], want[s])}
+            bad = {s: (got[s], want[s]) for s in got if not same_bits(got[s], want[s])}
             assert not bad, f"{name} differs from the uninterrupted run at batches {bad}"
         resumed = _plateau(run_dir / "checkpoints" / "ep0-ba24-rank0.pt")
         last_value = resumed["plateau"].pop("last_value")
-        assert _same_bits(last_value, final["plateau"]["last_value"])
+        assert same_bits(last_value, final["plateau"]["last_value"])
         assert resumed["plateau"] == {k: v for k, v in final["plateau"].items() if k != "last_value"}
         assert (resumed["window_sum"], resumed["window_count"]) == (final["window_sum"], final["window_count"])
 
@@ -177,21 +138,21 @@ def test_load_path_and_autoresume_after_sigkill_match_the_uninterrupted_run(demo
     folder = c / "checkpoints"
     autoresume = ["autoresume=true", "save_overwrite=false"]
     start = time.perf_counter()
-    proc = _launch(_overrides(demo_dir, c, "killed", *autoresume), tmp_path / "c1.log")
+    proc = launch(YAML, _overrides(demo_dir, c, "killed", *autoresume), nproc=2, log=tmp_path / "c1.log")
     latest = folder / "latest-rank0.pt"
     try:
         # the symlink is made only after the file is written: it marks a complete checkpoint
-        while not (latest.is_symlink() and os.readlink(latest) == "ep0-ba10-rank0.pt"):
-            assert proc.poll() is None, f"run C ended before its first checkpoint:\n{(tmp_path / 'c1.log').read_text()}"
-            assert time.perf_counter() - start < 600, "run C made no checkpoint in 10 minutes"
-            time.sleep(0.05)
+        wait_until(
+            "run C's batch-10 checkpoint",
+            lambda: latest.is_symlink() and os.readlink(latest) == "ep0-ba10-rank0.pt",
+            proc,
+            tmp_path / "c1.log",
+        )
         before_kill = sorted(p.name for p in folder.iterdir())
     finally:
-        with contextlib.suppress(ProcessLookupError):  # already gone if it failed on its own
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+        kill(proc)  # the launcher and both ranks (already gone if it failed on its own)
     timings["C1"] = time.perf_counter() - start
-    killed = _read(c / "killed-rank0.jsonl")
+    killed = read_metrics(c / "killed-rank0.jsonl")
     assert max(killed[LR]) < 24, "run C finished before the kill"
     for name in before_kill:  # every checkpoint completed before the kill survived it
         assert load_checkpoint_safely(folder / name)["state"]["timestamp"]["Timestamp"]["batch"] == 10, name

@@ -8,7 +8,6 @@ Hugging Face's are the installed ``transformers`` functions, called for real.
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -36,6 +35,8 @@ from foundry_ext.trainer.schedulers import (
     WarmupStableDecayScheduler,
     WSDPeriodsScheduler,
 )
+from tests.support.launcher import REPO
+from tests.support.multirank import JSONL_LOGGER, read_metrics
 from tests.support.trainer_utils import BASE_LR, make_trainer
 
 InvSqrt = InverseSqrtScheduler
@@ -1108,7 +1109,6 @@ def test_inverse_sqrt_equals_llm_foundrys_inv_sqrt_with_warmup_without_cooldown(
 
 # -- the example YAMLs: foundry-ext plot, and one real `composer train.py` run ---------------------------------------
 
-REPO = Path(__file__).resolve().parents[2]
 YAML_LR = 3.0e-3  # optimizer.lr of the tiny examples
 
 
@@ -1143,16 +1143,12 @@ def test_wsd_periods_trains_from_yaml_through_composer_train_py(run_composer: An
         "eval_interval=32ba",
         "save_interval=16ba",
         f"save_folder={tmp_path / 'checkpoints'}",
-        f"code_paths=[{REPO / 'tests' / 'support' / 'jsonl_logger.py'}]",
+        f"code_paths=[{JSONL_LOGGER}]",
         f"loggers.jsonl.path={tmp_path / 'metrics.jsonl'}",
         cwd=tmp_path,
         timeout=240,
     )
-    lr = {}
-    for line in (tmp_path / "metrics.jsonl").read_text().splitlines():
-        row = json.loads(line)
-        if row["name"] == "lr-DecoupledAdamW/group0":
-            lr[row["step"]] = row["value"]
+    lr = read_metrics(tmp_path / "metrics.jsonl", ("lr-DecoupledAdamW/group0",), last=True)["lr-DecoupledAdamW/group0"]
     assert sorted(lr) == list(range(1, 33))  # lr_monitor logs at the end of each batch, at step = batches done
     expected = curve(
         {

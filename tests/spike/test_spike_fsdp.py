@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 
 from tests.support.launcher import COMPOSER, REPO
-from tests.support.multirank import JSONL_LOGGER, launch_and_wait, rank_statuses
+from tests.support.multirank import JSONL_LOGGER, launch_and_wait, rank_statuses, read_metrics
 
 YAML = REPO / "yamls" / "tiny-fsdp.yaml"
 CALLBACKS = REPO / "tests" / "spike" / "launcher_callbacks.py"
@@ -85,12 +85,7 @@ def _probe(folder: Path, rank: int) -> dict[str, Any]:
 
 
 def _guard_metrics(folder: Path, rank: int) -> dict[str, dict[int, float]]:
-    out: dict[str, dict[int, float]] = {}
-    for line in (folder / f"metrics-rank{rank}.jsonl").read_text().splitlines():
-        row = json.loads(line)
-        if row["name"].startswith("spike_guard/"):
-            out.setdefault(row["name"], {})[row["step"]] = row["value"]
-    return out
+    return read_metrics(folder / f"metrics-rank{rank}.jsonl", ("spike_guard/",), last=True)
 
 
 @pytest.mark.launcher

@@ -1,8 +1,11 @@
-"""Helpers for the multi-rank launcher tests: start ``composer -n N train.py``, read its JSONL metrics, compare
+"""The one scaffold of the tests that launch training runs: start ``composer -n N train.py`` (or one ``train.py``
+process), wait for a moment of the run (:func:`wait_until`, :func:`wait_for_line`), kill it, launch it again, wait
+for its end (:func:`finish`, :func:`launch_and_wait`), read its JSONL metrics (:func:`read_metrics`) and compare
 checkpoints exactly.
 
 Each run is a session of its own (``start_new_session``), so ``os.killpg(proc.pid, SIGKILL)`` takes the launcher and
-every rank at once, as a cluster scheduler's kill does. Each launch gets a free ``--master_port``.
+every rank at once, as a cluster scheduler's kill does. Each launch gets a free ``--master_port``; launching again
+is :func:`launch` with the same arguments (a new port: the killed launcher's may still be held).
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ import signal
 import socket
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +33,7 @@ from tests.support.launcher import COMPOSER, REPO, TRAIN_PY
 
 __all__ = [
     "checkpoint_differences",
+    "finish",
     "free_port",
     "kill",
     "launch",
@@ -36,6 +42,8 @@ __all__ = [
     "rank_statuses",
     "read_metrics",
     "same_bits",
+    "wait_for_line",
+    "wait_until",
 ]
 
 JSONL_LOGGER = REPO / "tests" / "support" / "jsonl_logger.py"
@@ -53,7 +61,7 @@ def launch(
     yaml_path: Path,
     overrides: list[str],
     *,
-    nproc: int,
+    nproc: int | None,
     log: Path,
     env: dict[str, str] | None = None,
     launcher_args: list[str] | None = None,
@@ -63,17 +71,21 @@ def launch(
 ) -> subprocess.Popen:
     """Start ``composer -n nproc train.py yaml_path overrides...`` in the repository, output to ``log``.
 
+    ``nproc=None``: ``python train.py yaml_path overrides...``, one process and no launcher, as llm-foundry runs alone.
     ``launcher_args`` replace ``--master_port <a free port>`` (a node of a multi-node job names its rank and node 0's
     address and port). ``cwd``: where it runs (each node of a job has its own: llm-foundry's ranks signal each
     other through files named alike on every node, in the working directory). ``rank_status``: a folder where each
     rank writes its own exit status (``tests/support/rank_status.sh``; read them with :func:`rank_statuses`): the
     launcher reports the first rank to end and SIGTERMs the others, so its own status says nothing of theirs.
     """
-    launcher = launcher_args if launcher_args is not None else ["--master_port", str(free_port())]
-    if rank_status is not None:
-        rank_status.mkdir(parents=True, exist_ok=True)
-        launcher = [*launcher, "--command_mode", str(RANK_STATUS), str(rank_status), sys.executable]
-    cmd = [*prefix, str(COMPOSER), "-n", str(nproc), *launcher, str(TRAIN_PY), str(yaml_path)]
+    if nproc is None:
+        cmd = [*prefix, sys.executable, str(TRAIN_PY), str(yaml_path)]
+    else:
+        launcher = launcher_args if launcher_args is not None else ["--master_port", str(free_port())]
+        if rank_status is not None:
+            rank_status.mkdir(parents=True, exist_ok=True)
+            launcher = [*launcher, "--command_mode", str(RANK_STATUS), str(rank_status), sys.executable]
+        cmd = [*prefix, str(COMPOSER), "-n", str(nproc), *launcher, str(TRAIN_PY), str(yaml_path)]
     full_env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1", **(env or {})}
     with open(log, "w") as out:  # the child keeps its own copy of the descriptor
         return subprocess.Popen(
@@ -82,7 +94,7 @@ def launch(
 
 
 def launch_and_wait(
-    yaml_path: Path, overrides: list[str], *, nproc: int, log: Path, timeout: float = 300, **kwargs: Any
+    yaml_path: Path, overrides: list[str], *, nproc: int | None, log: Path, timeout: float = 300, **kwargs: Any
 ) -> tuple[int, str]:
     """:func:`launch`, wait, and return the launcher's status and output; started once more when it lost the
     ``/dev/shm`` name race (:func:`lost_shm_race`). Over ``timeout`` seconds: the launcher and its ranks are killed
@@ -98,6 +110,42 @@ def launch_and_wait(
         if status == 0 or not lost_shm_race(output):
             break
     return status, output
+
+
+def finish(proc: subprocess.Popen, log: Path, timeout: float = 600) -> None:
+    """Wait for a run started by :func:`launch` to end, and fail the test with its output's tail unless it exited 0
+    (over ``timeout`` seconds: the launcher and its ranks are killed first)."""
+    try:
+        status = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill(proc)
+        pytest.fail(f"{log.name}: over {timeout:g} s:\n{log.read_text()[-3000:]}")
+    assert status == 0, f"{log.name}: exited {status}:\n{log.read_text()[-4000:]}"
+
+
+def wait_until(
+    what: str,
+    condition: Callable[[], object],
+    proc: subprocess.Popen | None = None,
+    log: Path | None = None,
+    *,
+    timeout: float = 600,
+    interval: float = 0.05,
+) -> None:
+    """Poll ``condition`` every ``interval`` seconds until it holds: the moment (``what``) a test kills or inspects a
+    run at. The test fails when ``proc`` ends first (with ``log``'s tail) or after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if proc is not None and proc.poll() is not None:
+            tail = log.read_text()[-4000:] if log is not None else ""
+            pytest.fail(f"ended (status {proc.returncode}) before {what}:\n{tail}")
+        assert time.monotonic() < deadline, f"no {what} after {timeout:g} s"
+        time.sleep(interval)
+
+
+def wait_for_line(proc: subprocess.Popen, log: Path, text: str, timeout: float = 600) -> None:
+    """:func:`wait_until` ``text`` is in the run's output ``log`` (a line it prints at the moment waited for)."""
+    wait_until(f"{text!r} in {log.name}", lambda: text in log.read_text(), proc, log, timeout=timeout, interval=0.1)
 
 
 def rank_statuses(folder: Path, nproc: int) -> dict[int, str]:
@@ -128,17 +176,35 @@ def kill(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def read_metrics(path: Path, prefixes: tuple[str, ...] = ("lr-", "metrics/eval/", "lr_plateau/")) -> dict[str, Any]:
-    """``name -> step -> value`` from a JSONL log; a step logged twice (re-trained after a kill) must agree bitwise."""
+def read_metrics(
+    path: Path,
+    prefixes: tuple[str, ...] = ("lr-", "metrics/eval/", "lr_plateau/"),
+    *,
+    after: int = 0,
+    last: bool = False,
+) -> dict[str, Any]:
+    """``name -> step -> value`` from a JSONL log of :mod:`tests.support.jsonl_logger` (``{}`` when there is none).
+
+    Args:
+        path: the log (one file per rank: ``metrics-rank{rank}.jsonl``).
+        prefixes: the names kept; ``("",)``: every name. Timing and throughput legitimately differ between runs.
+        after: read only what was appended after this many bytes (the log's size before a launch: that launch's
+            lines; the logger writes whole lines and flushes each call).
+        last: a step logged twice keeps its last value. By default a step logged twice (re-trained after a kill)
+            must agree bitwise.
+    """
     out: dict[str, dict[int, float]] = {}
     if not path.exists():
         return out
-    for line in path.read_text().splitlines():
+    with open(path, "rb") as f:
+        f.seek(after)
+        lines = f.read().decode().splitlines()
+    for line in lines:
         row = json.loads(line)
         if not row["name"].startswith(prefixes):
-            continue  # timing and throughput legitimately differ between runs
+            continue
         seen = out.setdefault(row["name"], {})
-        if row["step"] in seen:
+        if row["step"] in seen and not last:
             assert same_bits(seen[row["step"]], row["value"]), f"{path.name}: logged twice, differently: {row}"
         seen[row["step"]] = row["value"]
     return out
