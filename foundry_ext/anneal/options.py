@@ -1,16 +1,13 @@
-"""The options of ``foundry-ext anneal`` read and checked before any checkpoint is opened (standard library only)."""
+"""The options of ``foundry-ext anneal`` read and checked before any checkpoint is opened (no torch, no Composer)."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
-from foundry_ext.config.durations import Duration, DurationError, parse
+from foundry_ext.config.durations import Duration, DurationError, dur_length, parse
 
-__all__ = ["SHAPES", "AnnealError", "DecayLength", "parse_decay", "parse_floor", "parse_shape"]
-
-#: The decay shapes of ``warmup_stable_decay`` (``foundry_ext.schedules.wsd.DECAY_TYPES``, repeated: no pydantic here).
-SHAPES = ("linear", "sqrt", "cosine", "square")
+__all__ = ["AnnealError", "DecayLength", "parse_decay", "parse_floor", "parse_shape"]
 
 
 class AnnealError(Exception):
@@ -27,8 +24,8 @@ class DecayLength:
         """The decay's length in batches for a branch from batch ``start``.
 
         ``dur``: the fraction ``f`` of the whole branched run ``start + LEN``, as ``t_decay: 0.2dur`` means for
-        ``warmup_stable_decay`` with ``max_duration = start + LEN``: the ``LEN`` with ``int(f * (start + LEN)) == LEN``
-        (``0.2dur`` from batch 8000 is 2000 batches).
+        ``warmup_stable_decay`` with ``max_duration = start + LEN``
+        (:func:`~foundry_ext.config.durations.dur_length`: ``0.2dur`` from batch 8000 is 2000 batches).
 
         Raises:
             AnnealError: not a whole number of batches, 0 batches, or a ``dur`` no branch length gives.
@@ -48,16 +45,10 @@ class DecayLength:
                 )
             n = int(d.value) // per
         else:  # dur, 0 < f < 1 checked by parse_decay
-            f = float(d.value)
-            guess = round(f * start / (1.0 - f))
-            found = [n for n in (guess - 1, guess, guess + 1) if n > 0 and int(f * (start + n)) == n]
-            if not found:
-                raise AnnealError(
-                    f"{shown}: from batch {start} no branch length is exactly {f:g} of the whole run (e.g. "
-                    f"int({f:g} * ({start} + {max(guess, 1)})) = {int(f * (start + max(guess, 1)))}); give the length "
-                    "in batches"
-                )
-            n = found[-1]
+            try:
+                n = dur_length(float(d.value), start)
+            except DurationError as e:
+                raise AnnealError(f"{shown}: {e}") from None
         if n <= 0:
             raise AnnealError(f"{shown}: a decay of 0 batches; expected at least 1 batch")
         return n
@@ -91,7 +82,9 @@ def parse_floor(text: str) -> float:
 
 
 def parse_shape(text: str) -> str:
-    """``--shape SHAPE``: a decay shape of ``warmup_stable_decay``."""
-    if text not in SHAPES:
-        raise AnnealError(f"--shape {text}: not a decay shape; allowed: {', '.join(SHAPES)}")
+    """``--shape SHAPE``: a decay shape of ``warmup_stable_decay`` (:data:`~foundry_ext.schedules.wsd.DECAY_TYPES`)."""
+    from foundry_ext.schedules.wsd import DECAY_TYPES  # pydantic's models: imported once an option needs them
+
+    if text not in DECAY_TYPES:
+        raise AnnealError(f"--shape {text}: not a decay shape; allowed: {', '.join(DECAY_TYPES)}")
     return text

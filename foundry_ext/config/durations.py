@@ -33,6 +33,7 @@ __all__ = [
     "Resolved",
     "UnknownBatchesPerEpoch",
     "convert",
+    "dur_length",
     "now",
     "parse",
     "resolve",
@@ -204,6 +205,30 @@ def resolve(
         )
     unit = units.pop() if units else "ba"
     return Resolved(unit, {name: int(t.value) for name, t in converted.items()})
+
+
+def dur_length(fraction: float, start: int) -> int:
+    """The length ``LEN`` of a run continued from batch ``start`` whose last ``fraction`` is exactly ``LEN`` batches.
+
+    What ``t_decay: {fraction}dur`` means for ``warmup_stable_decay`` with ``max_duration = start + LEN``: the ``LEN``
+    with ``int(fraction * (start + LEN)) == LEN`` (Composer truncates a ``dur``), the largest when two are (``0.5``).
+    ``0.2`` from batch 8000 is 2000 batches; ``0.45`` from batch 8 is 6, where ``round(f * s / (1 - f))`` says 7
+    (``int(0.45 * 15) = 6``). ``anneal --decay`` and ``law tune --branch-from --decay`` both ask here.
+
+    Raises:
+        DurationError: no length of at least 1 batch is exactly ``fraction`` of the whole run (``0.2`` from batch 3).
+    """
+    # the exact lengths lie in ((f s - 1) / (1 - f), f s / (1 - f)]: the rounded bound and its neighbours hold them
+    guess = round(fraction * start / (1.0 - fraction))
+    found = [n for n in (guess - 1, guess, guess + 1) if n > 0 and int(fraction * (start + n)) == n]
+    if not found:
+        example = max(guess, 1)
+        raise DurationError(
+            f"from batch {start} no branch length is exactly {fraction:g} of the whole run (e.g. "
+            f"int({fraction:g} * ({start} + {example})) = {int(fraction * (start + example))}); give the length in "
+            "batches"
+        )
+    return found[-1]
 
 
 def now(state: Any, unit: str) -> int:

@@ -23,14 +23,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from foundry_ext.law import multipower
-from foundry_ext.law.forms import BETA_MIN, GAMMA_MAX, form_of
-from foundry_ext.law.forms import FORMS as _FORMS
+from foundry_ext.law.forms import form_of
 from foundry_ext.law.trace import Trace
 
 __all__ = [
-    "BETA_MIN",
-    "FORMS",
-    "GAMMA_MAX",
     "HUBER_DELTA",
     "FitError",
     "FitResult",
@@ -44,7 +40,6 @@ __all__ = [
 ]
 
 HUBER_DELTA = 1e-3
-FORMS = tuple(_FORMS)
 MIN_LOSSES = 10  # more losses than the multi-power law's seven parameters, with a margin
 
 

@@ -5,6 +5,9 @@ branching on its name. The fit works on LRs divided by the runs' largest LR (sta
 depend on the LR scale, "unit LR"); :meth:`Form.to_runs_units` converts the parameters back to the runs' own units,
 which is what ``LAW.json`` holds and what :meth:`Form.ranges` bounds.
 
+Importing this module imports neither numpy nor the laws (each is imported when a form is used): the CLI reads
+:data:`FORMS`' names for ``--law-form`` when it builds its parser, and ``foundry-ext --help`` stays light.
+
 Unit conversion (``s`` the scale the LRs were divided by): multi-power :math:`A = A' s^{\alpha}`, :math:`B = B'/s`,
 :math:`C = C' s^{\gamma - 1}`; Tissue :math:`A = A' s^{\alpha}`, :math:`C = C'/s` (:math:`S_2` is linear in the LR).
 """
@@ -15,18 +18,19 @@ import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
-from foundry_ext.law import multipower, tissue
-from foundry_ext.law.trace import Trace
+    from foundry_ext.law.trace import Trace
 
 __all__ = ["BETA_MIN", "FORMS", "GAMMA_MAX", "Form", "form_of"]
 
 BETA_MIN = 0.3  # beta -> 0 with B -> inf fits the three training curves better and predicts worse (docs/law.md)
 GAMMA_MAX = 1.0
 
-Items = Sequence[tuple[Trace, np.ndarray]]
+Items = Sequence[tuple["Trace", "np.ndarray"]]
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,10 @@ class Form:
         ``A`` and ``alpha`` of the constant-LR part come from a log-log line through the losses against the LR
         area, for ``L0`` at 0.8 and 0.92 of the lowest loss.
         """
+        import numpy as np
+
+        from foundry_ext.law import multipower
+
         y_min = float(y.min())
         area = np.concatenate([multipower.lr_area(t.lr, s) for t, s in items])
         heads = []
@@ -88,22 +96,35 @@ def _tissue_units(p: Sequence[float], scale: float) -> list[float]:
     return [L0, A * scale**alpha, alpha, C / scale, lam]
 
 
+def _multipower_design(items: Items, m: int) -> object:
+    from foundry_ext.law import multipower
+
+    return multipower.Design(items, m=m)
+
+
+def _tissue_design(items: Items, m: int) -> object:
+    del m  # the Tissue law sums every batch exactly
+    from foundry_ext.law import tissue
+
+    return tissue.Design(items)
+
+
 FORMS: dict[str, Form] = {
     "multipower": Form(
         name="multipower",
-        names=multipower.NAMES,
+        names=("L0", "A", "alpha", "B", "C", "beta", "gamma"),
         lower=(0.0, 0.0, 0.01, 0.0, 1e-6, BETA_MIN, 0.0),
         upper=(math.inf, math.inf, 3.0, math.inf, math.inf, 5.0, GAMMA_MAX),
-        design=lambda items, m: multipower.Design(items, m=m),
+        design=_multipower_design,
         to_runs_units=_multipower_units,
         starts_tail=lambda spread: [(0.5 * spread, c, 0.5, 0.5) for c in (0.03, 0.3)],
     ),
     "tissue": Form(
         name="tissue",
-        names=tissue.NAMES,
+        names=("L0", "A", "alpha", "C", "lam"),
         lower=(0.0, 0.0, 0.01, 0.0, 0.0),
         upper=(math.inf, math.inf, 3.0, math.inf, 0.99999),
-        design=lambda items, m: tissue.Design(items),
+        design=_tissue_design,
         to_runs_units=_tissue_units,
         starts_tail=lambda spread: [(c * spread, lam) for c in (1e-3, 1e-2) for lam in (0.99, 0.999)],
     ),

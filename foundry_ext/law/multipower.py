@@ -32,9 +32,7 @@ import numpy as np
 
 from foundry_ext.law.trace import Trace
 
-__all__ = ["NAMES", "Design", "G", "drops", "loss_drop_exact", "loss_exact", "lr_area"]
-
-NAMES = ("L0", "A", "alpha", "B", "C", "beta", "gamma")
+__all__ = ["Design", "G", "drops", "loss_drop_exact", "loss_exact", "lr_area"]
 
 # the smallest LR a drop is evaluated at, relative to the peak: lr_b = 0 (a decay to 0) gives x = inf, G = 1
 _LR_FLOOR = 1e-12
@@ -171,7 +169,7 @@ class Design:
             return L0 + A * self.area ** (-alpha) - self.loss_drop(B, C, beta, gamma)
 
     def predict_and_jacobian(self, params: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
-        """The law at every point and its derivatives by the seven parameters (columns in :data:`NAMES` order)."""
+        """The law at every point and its derivatives by the parameters (columns: ``FORMS["multipower"].names``)."""
         L0, A, alpha, B, C, beta, gamma = (float(p) for p in params)
         power = self.area ** (-alpha)
         x = np.exp(-gamma * self.log_lr) * self.pair_area

@@ -20,9 +20,7 @@ import numpy as np
 from foundry_ext.law.multipower import drops, lr_area
 from foundry_ext.law.trace import Trace
 
-__all__ = ["NAMES", "Design", "annealing_area"]
-
-NAMES = ("L0", "A", "alpha", "C", "lam")
+__all__ = ["Design", "annealing_area"]
 
 
 def _momentum(d: np.ndarray, lam: float) -> np.ndarray:

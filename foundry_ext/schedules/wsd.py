@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, get_args
 
 from pydantic import Field, model_validator
 
@@ -26,8 +26,12 @@ __all__ = [
     "warmup_shape",
 ]
 
-WARMUP_TYPES = ("linear", "cosine", "sqrt")
-DECAY_TYPES = ("linear", "sqrt", "cosine", "square")
+WarmupType = Literal["linear", "cosine", "sqrt"]
+DecayType = Literal["linear", "sqrt", "cosine", "square"]
+#: The warmup shapes (``warmup_type``), from the field's type: the one list.
+WARMUP_TYPES: tuple[str, ...] = get_args(WarmupType)
+#: The decay shapes (``decay_type`` here and in ``wsd_periods``, ``anneal --shape``, ``law tune --shape``).
+DECAY_TYPES: tuple[str, ...] = get_args(DecayType)
 
 
 def warmup_shape(kind: str, p: float) -> float:
@@ -130,8 +134,8 @@ class WarmupStableDecay(ScheduleModel):
     )
     alpha_f: float = Field(0.0, ge=0.0, le=1.0, description="final multiplier: the LR floor as a fraction of the LR")
     alpha_i: float = Field(0.0, ge=0.0, le=1.0, description="multiplier at which the warmup starts")
-    decay_type: Literal["linear", "sqrt", "cosine", "square"] = Field("linear", description="shape of the decay")
-    warmup_type: Literal["linear", "cosine", "sqrt"] = Field("linear", description="shape of the warmup")
+    decay_type: DecayType = Field("linear", description="shape of the decay")
+    warmup_type: WarmupType = Field("linear", description="shape of the warmup")
     scale_warmup: bool = Field(False, description="whether scale_schedule_ratio also scales t_warmup")
 
     @model_validator(mode="after")

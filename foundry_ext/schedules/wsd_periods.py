@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field, model_validator
 
@@ -13,7 +13,7 @@ from foundry_ext.config.durations import Duration
 from foundry_ext.config.errors import ConfigError, Problem
 from foundry_ext.schedules.base import Mark, RunContext, ScheduleModel, _unit_name
 from foundry_ext.schedules.inverse_sqrt import linear_warmup
-from foundry_ext.schedules.wsd import decay_shape, decay_shapes
+from foundry_ext.schedules.wsd import DecayType, decay_shape, decay_shapes
 
 if TYPE_CHECKING:
     import numpy as np
@@ -66,7 +66,7 @@ class WSDPeriods(ScheduleModel):
     decay_fraction: Annotated[float, Field(ge=0.0, le=1.0)] | None = Field(
         None, description="decay length as a fraction of each period's length (or t_decay)"
     )
-    decay_type: Literal["linear", "sqrt", "cosine", "square"] = Field("linear", description="shape of each decay")
+    decay_type: DecayType = Field("linear", description="shape of each decay")
     alpha_i: float = Field(0.0, ge=0.0, description="multiplier at which the warmup starts (<= peaks[0])")
     alpha_f: float = Field(0.0, ge=0.0, description="multiplier at the end of every decay and after the last period")
     scale_warmup: bool = Field(False, description="whether scale_schedule_ratio also scales t_warmup")

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from foundry_ext.law import multipower
+from foundry_ext.law.forms import FORMS
 from foundry_ext.law.runs import read_csv
 from foundry_ext.law.trace import Trace, find_warmup
 from tests.law.paper import CURVES
@@ -77,4 +78,4 @@ def test_jacobian_matches_finite_differences() -> None:
         up[i] += h
         down[i] -= h
         numeric = (design.predict(up) - design.predict(down)) / (2 * h)
-        assert np.allclose(jac[:, i], numeric, rtol=1e-4, atol=1e-9), multipower.NAMES[i]
+        assert np.allclose(jac[:, i], numeric, rtol=1e-4, atol=1e-9), FORMS["multipower"].names[i]
