@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import os
 import subprocess
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.support.launcher import REPO
 
 
 @pytest.mark.parametrize("value", ["abc", "0", "-1", "07", "1.5", "2 3", "99999999999999999999", "12345"])

@@ -20,7 +20,8 @@ import json
 from functools import cache
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.support.launcher import REPO
+
 PACKAGE = REPO / "foundry_ext"
 HEAVY_MARKS = ("slow", "launcher", "docs_training")
 HEAVY_FIXTURES = {"run_composer"}

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import yaml
+
+from tests.support.configs import write_train_yaml
 
 LR = 1e-3
 
@@ -65,5 +66,5 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
         load_path=str(stable / "ep0-ba8-rank0.pt"),
     )  # fmt: skip
     config = root / "stable.yaml"
-    config.write_text(yaml.safe_dump(stable_config(stable), sort_keys=False))
+    write_train_yaml(config, stable_config(stable))
     return Runs(root, stable, root / "warm" / "ep0-ba4-rank0.pt", root / "decaying" / "ep0-ba12-rank0.pt", config)

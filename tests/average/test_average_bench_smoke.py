@@ -10,7 +10,8 @@ from types import ModuleType
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.launcher import REPO
+
 BENCH = REPO / "bench"
 RECORD = BENCH / "data" / "average.json"
 

@@ -22,10 +22,10 @@ from foundry_ext.config.base import build
 from foundry_ext.config.errors import ConfigError
 from foundry_ext.config.train_yaml import load_train_config
 from foundry_ext.schedules.batch_size import BatchPlan, BatchSizeSchedule, plan_of
-from tests.support.configs import tiny_train_config
+from tests.support.configs import tiny_train_config, write_train_yaml
+from tests.support.launcher import REPO
 
-ROOT = Path(__file__).resolve().parents[2]
-RAMP_YAML = ROOT / "yamls" / "tiny-batch-ramp.yaml"
+RAMP_YAML = REPO / "yamls" / "tiny-batch-ramp.yaml"
 
 # The issue's example: first stage 8 samples of 128 tokens; 20480 tok = 160 samples, 61440 tok = 480 samples.
 ISSUE = {
@@ -121,10 +121,10 @@ def ramp_config(**changes: Any) -> dict[str, Any]:
     cfg = tiny_train_config(max_duration="16384tok", t_warmup="1024tok")
     cfg["train_loader"] = {
         "name": "text",
-        "dataset": {"local": str(ROOT / "demo-data"), "split": "train", "max_seq_len": 64},
+        "dataset": {"local": str(REPO / "demo-data"), "split": "train", "max_seq_len": 64},
         "drop_last": True,
     }
-    cfg["tokenizer"] = {"name": str(ROOT / "demo-data" / "tokenizer")}
+    cfg["tokenizer"] = {"name": str(REPO / "demo-data" / "tokenizer")}
     cfg["batch_size_schedule"] = {"stages": STAGES_OK, "lr_scaling": "sqrt"}
     for key, value in changes.items():
         if key.startswith("ramp."):
@@ -175,9 +175,7 @@ BAD: dict[str, tuple[dict[str, Any], int, str, str]] = {
 
 
 def write(tmp_path: Path, cfg: dict[str, Any]) -> Path:
-    path = tmp_path / "train.yaml"
-    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    return path
+    return write_train_yaml(tmp_path / "train.yaml", cfg)
 
 
 @pytest.mark.parametrize("case", list(BAD))

@@ -13,7 +13,8 @@ import pytest
 import torch
 import torch.distributed as tdist
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.launcher import REPO
+
 BENCH = REPO / "bench"
 
 

@@ -12,8 +12,6 @@ Profiles: the suite runs a few examples of each fuzzer (derandomized). ``FOUNDRY
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import re
@@ -26,9 +24,8 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, event, settings
 
-from foundry_ext.cli import main
+from tests.support.cli import run_cli
 
-ROOT = Path(__file__).resolve().parents[2]
 LONG = os.environ.get("FOUNDRY_EXT_FUZZ") == "long"
 SECONDS = float(os.environ.get("FOUNDRY_EXT_FUZZ_SECONDS", "3600"))
 SECONDS_PER_INPUT = 10.0  # CPU seconds of one command on one input (the issue's bound)
@@ -73,27 +70,6 @@ def stage(fuzzer: str, name: str) -> None:
     STAGES[fuzzer][name] += 1
 
 
-def run(args: list[str], env: dict[str, str] | None = None) -> tuple[int, str, str, float, float]:
-    """``foundry-ext ARGS`` in this process: status, stdout, stderr, CPU seconds, wall seconds."""
-    out, err = io.StringIO(), io.StringIO()
-    saved = {k: os.environ.get(k) for k in (env or {})}
-    os.environ.update(env or {})
-    start, cpu = time.monotonic(), time.process_time()
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                rc = main(args)
-            except SystemExit as e:  # argparse's usage errors
-                rc = e.code if isinstance(e.code, int) else 1
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-    return rc, out.getvalue(), err.getvalue(), time.process_time() - cpu, time.monotonic() - start
-
-
 def check_promise(
     args: list[str], env: dict[str, str] | None = None, names: tuple[str, ...] = (), one_line: bool = True
 ) -> tuple[int, str]:
@@ -103,7 +79,9 @@ def check_promise(
     ``one_line``: on status 2, stderr is one error line (besides warnings, notes and argparse's usage); ``validate``
     lists every problem instead.
     """
-    rc, out, err, seconds, wall = run(args, env)
+    start, cpu = time.monotonic(), time.process_time()
+    rc, out, err = run_cli(*args, env=env)
+    seconds, wall = time.process_time() - cpu, time.monotonic() - start
     assert wall < WALL_SECONDS_PER_INPUT, f"{wall:.1f} s (wall) for {args}"
     text = out + err
     assert rc in (0, 2), f"status {rc} for {args}:\n{text[-3000:]}"

@@ -9,20 +9,17 @@ starts (``tests/catalog/test_preflight.py``).
 
 from __future__ import annotations
 
-import copy
 import re
 import traceback
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from foundry_ext.cli import main
 from foundry_ext.config.errors import ConfigError
-from tests.support.configs import tiny_train_config
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.configs import changed, tiny_train_config, write_train_yaml
+from tests.support.launcher import REPO
 
 BASE: dict[str, Any] = tiny_train_config(max_duration="100ba")
 
@@ -400,12 +397,12 @@ BAD: dict[str, tuple[dict[str, Any], str, str]] = {
     # issue 42: a folder load_path (a sharded checkpoint's) on a run that loads files; on one rank llm-foundry drops
     # fsdp_config (the rows on 2 ranks with FSDP2: FSDP2_BAD below; through the launcher: test_fsdp_resume.py)
     "load_path-folder-without-fsdp": (
-        {"load_path": str(ROOT / "tests" / "resume" / "fixtures")},
+        {"load_path": str(REPO / "tests" / "resume" / "fixtures")},
         "load_path",
         "this run has no fsdp_config",
     ),
     "load_path-folder-fsdp-on-one-rank": (
-        {"load_path": str(ROOT / "tests" / "resume" / "fixtures"), "fsdp_config": {"state_dict_type": "sharded"}},
+        {"load_path": str(REPO / "tests" / "resume" / "fixtures"), "fsdp_config": {"state_dict_type": "sharded"}},
         "load_path",
         "this run has 1 rank, where llm-foundry drops fsdp_config",
     ),
@@ -439,18 +436,18 @@ FSDP2_BAD: dict[str, tuple[dict[str, Any], str, str]] = {
     "load_path-file-on-fsdp2-default": (  # FSDP2's state_dict_type defaults to sharded (FSDP1's to full)
         {
             "fsdp_config": {"mixed_precision": "FULL"},
-            "load_path": str(ROOT / "tests" / "resume" / "fixtures" / "plateau_resume" / "ep0-ba12-rank0.pt"),
+            "load_path": str(REPO / "tests" / "resume" / "fixtures" / "plateau_resume" / "ep0-ba12-rank0.pt"),
         },
         "load_path",
         "this run loads sharded checkpoint folders",
     ),
     "load_path-folder-without-metadata": (
-        {"fsdp_config": SHARDED, "load_path": str(ROOT / "tests" / "resume" / "fixtures")},
+        {"fsdp_config": SHARDED, "load_path": str(REPO / "tests" / "resume" / "fixtures")},
         "load_path",
         "has no .metadata (and no .distcp shard)",
     ),
     "load_path-folder-state_dict_type-full": (
-        {"fsdp_config": {"state_dict_type": "full"}, "load_path": str(ROOT / "tests" / "resume" / "fixtures")},
+        {"fsdp_config": {"state_dict_type": "full"}, "load_path": str(REPO / "tests" / "resume" / "fixtures")},
         "load_path",
         "this run has fsdp_config.state_dict_type: full",
     ),
@@ -479,21 +476,14 @@ GOOD: dict[str, dict[str, Any]] = {
 
 
 def make_config(tmp_path: Path, changes: dict[str, Any], name: str = "cfg.yaml") -> Path:
-    cfg = copy.deepcopy(BASE)
-    for key, value in changes.items():
-        if value is None:
-            cfg.pop(key, None)
-        else:
-            cfg[key] = value
+    cfg = changed(BASE, changes)
     if isinstance(cfg.get("train_loader"), dict) or "ep" in str(cfg.get("max_duration")):
         cfg["train_loader"] = {
             "name": "text",
             "drop_last": True,
-            "dataset": {"local": str(ROOT / "demo-data"), "split": "train"},
+            "dataset": {"local": str(REPO / "demo-data"), "split": "train"},
         }
-    path = tmp_path / name
-    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    return path
+    return write_train_yaml(tmp_path / name, cfg)
 
 
 def test_the_corpus_is_large_and_covers_every_family() -> None:
@@ -566,11 +556,11 @@ def test_valid_configs_pass(case: str, tmp_path: Path, capsys: pytest.CaptureFix
     assert out.splitlines()[-1].startswith("OK: ")
 
 
-@pytest.mark.parametrize("path", sorted((ROOT / "yamls").glob("*.yaml")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", sorted((REPO / "yamls").glob("*.yaml")), ids=lambda p: p.name)
 def test_every_example_yaml_passes(
     path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.chdir(ROOT)  # the tiny examples read ./demo-data's index for the batches per epoch
+    monkeypatch.chdir(REPO)  # the tiny examples read ./demo-data's index for the batches per epoch
     assert main(["validate", str(path)]) == 0, capsys.readouterr().err
 
 
@@ -578,7 +568,7 @@ def test_epochs_without_a_known_dataset_size_are_a_note_not_an_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     config = make_config(tmp_path, {"max_duration": "2ep", **S(name="exponential", gamma=0.99)})
-    text = config.read_text().replace(str(ROOT / "demo-data"), str(tmp_path / "nowhere"))
+    text = config.read_text().replace(str(REPO / "demo-data"), str(tmp_path / "nowhere"))
     config.write_text(text)
     assert main(["validate", str(config)]) == 0
     out = capsys.readouterr().out

@@ -11,19 +11,17 @@ every number key given text, NaN, infinity), then the callbacks and the optimize
 
 from __future__ import annotations
 
-import copy
 import math
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from foundry_ext.catalog.registry import SCHEDULE_MODELS
 from foundry_ext.cli import main
 from foundry_ext.schedules.run_lr import POSITIVE_DURATIONS
-from tests.support.configs import tiny_train_config
+from tests.support.configs import tiny_train_config, write_train_yaml
 
 BASE: dict[str, Any] = tiny_train_config(t_warmup="4ba", eval_interval="10ba")
 
@@ -254,11 +252,7 @@ PYTHON_TEXT = re.compile(
 
 
 def _config(tmp_path: Path, changes: dict[str, Any]) -> Path:
-    cfg = copy.deepcopy(BASE)
-    cfg.update(copy.deepcopy(changes))
-    path = tmp_path / "cfg.yaml"
-    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    return path
+    return write_train_yaml(tmp_path / "cfg.yaml", BASE, changes)
 
 
 def test_the_corpus_is_large_and_covers_every_block() -> None:

@@ -16,8 +16,6 @@ command and the figures of the longest run so far.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import math
 import os
@@ -33,10 +31,10 @@ import yaml
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from foundry_ext.cli import main
+from tests.support.cli import run_cli
+from tests.support.launcher import REPO
 
-ROOT = Path(__file__).resolve().parents[2]
-YAMLS = sorted((ROOT / "yamls").glob("*.yaml"))
+YAMLS = sorted((REPO / "yamls").glob("*.yaml"))
 LONG = os.environ.get("FOUNDRY_EXT_FUZZ") == "long"
 SHORT = 25
 SECONDS_PER_INPUT = 10.0  # CPU seconds of validate or plot of one input
@@ -141,14 +139,9 @@ def _dump(cfg: Any) -> str:
 
 
 def _run(args: list[str]) -> tuple[int, str, float, float]:
-    out, err = io.StringIO(), io.StringIO()
     start, cpu = time.monotonic(), time.process_time()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            rc = main(args)
-        except SystemExit as e:  # argparse's usage errors
-            rc = e.code if isinstance(e.code, int) else 1
-    return rc, out.getvalue() + err.getvalue(), time.process_time() - cpu, time.monotonic() - start
+    rc, out, err = run_cli(*args)
+    return rc, out + err, time.process_time() - cpu, time.monotonic() - start
 
 
 def _check_promise(args: list[str]) -> tuple[int, str]:
@@ -171,7 +164,7 @@ def _fuzz_once(example: tuple[str, Any, list[str]], tmp_path: Path) -> None:
     _name, cfg, overrides = example
     config = tmp_path / "fuzz.yaml"
     config.write_text(_dump(cfg), encoding="utf-8")
-    os.chdir(ROOT)  # the tiny examples read ./demo-data's index
+    os.chdir(REPO)  # the tiny examples read ./demo-data's index
     rc, text = _check_promise(["validate", str(config), *overrides])
     if "invalid YAML" in text or "override" in text.split("\n", 1)[0]:
         _stage("not parsed")
@@ -196,7 +189,7 @@ def warm(tmp_path_factory: pytest.TempPathFactory) -> None:
     """The first ``plot`` of each kind imports matplotlib, torch, Composer: once (~10 s on a loaded 2-core machine),
     not timed as an input's cost. The bounds are then those of one input in a warm process."""
     here = os.getcwd()
-    os.chdir(ROOT)
+    os.chdir(REPO)
     try:
         out = tmp_path_factory.mktemp("warm") / "lr.png"
         for path in YAMLS:
@@ -258,14 +251,14 @@ def test_what_the_fuzzer_found(case: str, tmp_path: Path) -> None:
     config = tmp_path / "found.yaml"
     config.write_text(_dump(cfg))
     here = os.getcwd()
-    os.chdir(ROOT)
+    os.chdir(REPO)
     try:
         rc, text = _check_promise(["validate", str(config)])
     finally:
         os.chdir(here)
     assert rc in (0, 2) and "Traceback" not in text, text
     if rc == 0:
-        os.chdir(ROOT)
+        os.chdir(REPO)
         try:
             rc, text = _check_promise(["plot", str(config), "--out", str(tmp_path / "lr.png"), "--points", "50"])
         finally:

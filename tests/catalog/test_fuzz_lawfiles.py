@@ -24,11 +24,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from foundry_ext.law.lawfile import LawFileError, read_law_file
-from tests.catalog.fuzzing import ROOT, check_promise, long_timeout, profile, report, run, stage, time_is_up
+from tests.catalog.fuzzing import check_promise, long_timeout, profile, report, stage, time_is_up
+from tests.support.cli import run_cli
+from tests.support.launcher import REPO
 
-CURVES = ROOT / "bench/data/loss-curves/25M"
+CURVES = REPO / "bench/data/loss-curves/25M"
 TRAIN = [str(CURVES / f"{n}.csv") for n in ("cosine_24000", "constant_24000", "wsdcon_9")]
-WSD = str(ROOT / "yamls/tiny-wsd.yaml")
+WSD = str(REPO / "yamls/tiny-wsd.yaml")
 FUZZER = "law.json"
 
 
@@ -40,7 +42,7 @@ def bases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     docs = {}
     for form in ("multipower",):
         path = d / f"{form}.json"
-        rc, _, err, _, _ = run(["law", "fit", *TRAIN, "--law-form", form, "--out", str(path)])
+        rc, _, err = run_cli("law", "fit", *TRAIN, "--law-form", form, "--out", str(path))
         assert rc == 0, err
         docs[form] = json.loads(path.read_text())
     return docs

@@ -25,13 +25,15 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from foundry_ext.runlog import RunLogError, read_lr_loss, read_series
-from tests.catalog.fuzzing import ROOT, check_promise, long_timeout, profile, report, run, stage, time_is_up
+from tests.catalog.fuzzing import check_promise, long_timeout, profile, report, stage, time_is_up
 from tests.runlog.runs import LR_KEY
+from tests.support.cli import run_cli
+from tests.support.launcher import REPO
 
-CURVES = ROOT / "bench/data/loss-curves/25M"
+CURVES = REPO / "bench/data/loss-curves/25M"
 BASES = {p.stem: p.read_text().splitlines() for p in sorted(CURVES.glob("*.csv"))}
 OTHER = {"cosine_24000": CURVES / "constant_24000.csv"}  # the second run of each fit: a different schedule
-PLATEAU = [str(ROOT / "yamls/tiny-plateau.yaml"), "max_duration=2000ba", "scheduler.t_warmup=100ba"]
+PLATEAU = [str(REPO / "yamls/tiny-plateau.yaml"), "max_duration=2000ba", "scheduler.t_warmup=100ba"]
 MONITOR = "metrics/eval/LanguageCrossEntropy"
 FUZZERS = ("csv law fit", "csv --metrics", "mlflow")
 SHARE = len(FUZZERS)
@@ -213,7 +215,7 @@ def law(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A LAW.json fitted on three shipped curves (under a second)."""
     path = tmp_path_factory.mktemp("law") / "law.json"
     curves = [str(CURVES / f"{n}.csv") for n in ("cosine_24000", "constant_24000", "wsdcon_9")]
-    rc, _, err, _, _ = run(["law", "fit", *curves, "--out", str(path)])
+    rc, _, err = run_cli("law", "fit", *curves, "--out", str(path))
     assert rc == 0, err
     return path
 

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.launcher import REPO
+
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
 
 

@@ -7,7 +7,6 @@ depth exceeded``, and at training time the one clean line came after a 20-line t
 
 from __future__ import annotations
 
-import copy
 import re
 from pathlib import Path
 from typing import Any
@@ -17,17 +16,14 @@ import yaml
 
 from foundry_ext.cli import main
 from foundry_ext.config.errors import ConfigError
-from tests.support.configs import tiny_train_config
+from tests.support.configs import tiny_train_config, write_train_yaml
 
 BASE: dict[str, Any] = tiny_train_config(callbacks=None)
 PYTHON = re.compile(r"\b\w+Error\b|Traceback|\blist\[|\.float\b|\bint\]|expected\s+or\b|expected\s*$|expected\s*;")
 
 
 def _validate(tmp_path: Path, capsys: pytest.CaptureFixture[str], scheduler: dict[str, Any]) -> list[str]:
-    cfg = copy.deepcopy(BASE)
-    cfg["scheduler"] = scheduler
-    path = tmp_path / "cfg.yaml"
-    path.write_text(yaml.safe_dump(cfg))
+    path = write_train_yaml(tmp_path / "cfg.yaml", BASE, {"scheduler": scheduler})
     assert main(["validate", str(path)]) == 2
     return [line.removeprefix(f"{path}: ") for line in capsys.readouterr().err.splitlines()]
 
@@ -94,10 +90,7 @@ def test_training_prints_the_problems_before_any_traceback(tmp_path: Path, capsy
     """llm-foundry's ``train_from_yaml`` with ``scheduler.t_warmp``: the first stderr line is the problem."""
     from llmfoundry.command_utils import train_from_yaml
 
-    cfg = copy.deepcopy(BASE)
-    cfg["scheduler"]["t_warmp"] = "10ba"
-    path = tmp_path / "cfg.yaml"
-    path.write_text(yaml.safe_dump(cfg))
+    path = write_train_yaml(tmp_path / "cfg.yaml", BASE, {"scheduler": {**BASE["scheduler"], "t_warmp": "10ba"}})
     with pytest.raises(ConfigError):
         train_from_yaml(str(path), [])
     err = capsys.readouterr().err.splitlines()

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from foundry_ext.catalog.preflight import check_train_config
 from foundry_ext.catalog.registry import validate_block
@@ -27,7 +26,7 @@ from foundry_ext.config.durations import parse
 from foundry_ext.config.errors import ConfigError
 from foundry_ext.config.train_yaml import RunClock
 from foundry_ext.schedules.run_lr import run_lr_findings
-from tests.support.configs import tiny_train_config
+from tests.support.configs import tiny_train_config, write_train_yaml
 
 BASE: dict[str, Any] = tiny_train_config()
 TRAIN_LOSS = {"name": "reduce_lr_on_plateau", "monitor": "loss/train/total"}
@@ -125,11 +124,7 @@ CASES: dict[str, tuple[dict[str, Any], str, str, str]] = {
 
 
 def _config(tmp_path: Path, changes: dict[str, Any]) -> Path:
-    cfg = copy.deepcopy(BASE)
-    cfg.update(changes)
-    path = tmp_path / "cfg.yaml"
-    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    return path
+    return write_train_yaml(tmp_path / "cfg.yaml", BASE, changes)
 
 
 @pytest.mark.parametrize("case", list(CASES))

@@ -17,13 +17,12 @@ import pytest
 import yaml
 
 from foundry_ext.config.errors import ConfigError, RunStopped
-from tests.support.configs import tiny_train_config
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.configs import tiny_train_config, write_train_yaml
+from tests.support.launcher import REPO
 
 
 def _run(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
     return subprocess.run(
         [sys.executable, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False
     )
@@ -39,9 +38,8 @@ def test_run_stopped_is_a_config_error_and_an_exit_with_status_2() -> None:
 def test_train_py_stops_in_the_preflight_with_one_line_and_status_2(tmp_path: Path) -> None:
     """``python train.py`` (what each rank of ``composer train.py`` runs): the line, status 2, no traceback."""
     cfg = tiny_train_config(scheduler={"name": "warmup_stable_decay", "t_warmup": "4ba", "alpha_f": 1.5})
-    config = tmp_path / "bad.yaml"
-    config.write_text(yaml.safe_dump(cfg))
-    done = _run([str(ROOT / "train.py"), str(config)], tmp_path)
+    config = write_train_yaml(tmp_path / "bad.yaml", cfg)
+    done = _run([str(REPO / "train.py"), str(config)], tmp_path)
     assert done.returncode == 2, done.stderr[-3000:]
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     errors = [line for line in lines if line.startswith("foundry-ext: error: ")]
@@ -86,6 +84,6 @@ def test_train_py_says_validates_one_line_for_a_key_given_twice(tmp_path: Path, 
     assert main(["validate", str(config)]) == 2
     said = capsys.readouterr().err.strip().removeprefix("foundry-ext validate: error: ")
     assert "found duplicate key spike_guard" in said, said
-    done = _run([str(ROOT / "train.py"), str(config)], tmp_path)
+    done = _run([str(REPO / "train.py"), str(config)], tmp_path)
     assert done.returncode == 2, done.stderr[-3000:]
     assert done.stderr.strip().splitlines() == [f"foundry-ext: error: {said}"], done.stderr[-3000:]

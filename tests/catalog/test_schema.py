@@ -13,8 +13,7 @@ from omegaconf import OmegaConf
 from foundry_ext.catalog.registry import SCHEDULE_MODELS
 from foundry_ext.catalog.schema import train_yaml_schema
 from foundry_ext.cli import main
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.launcher import REPO
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +32,7 @@ def errors(validator: jsonschema.Draft7Validator, doc: dict[str, Any]) -> list[s
     return [f"{'.'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(doc)]
 
 
-@pytest.mark.parametrize("path", sorted((ROOT / "yamls").glob("*.yaml")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", sorted((REPO / "yamls").glob("*.yaml")), ids=lambda p: p.name)
 def test_every_example_yaml_is_valid(path: Path, validator: jsonschema.Draft7Validator) -> None:
     assert errors(validator, load(path)) == []
 
@@ -68,13 +67,13 @@ def test_every_example_yaml_is_valid(path: Path, validator: jsonschema.Draft7Val
     ],
 )
 def test_a_bad_block_fails(block: dict[str, Any], where: str, validator: jsonschema.Draft7Validator) -> None:
-    doc = {**load(ROOT / "yamls" / "tiny-wsd.yaml"), "scheduler": block}
+    doc = {**load(REPO / "yamls" / "tiny-wsd.yaml"), "scheduler": block}
     found = errors(validator, doc)
     assert any(line.startswith(where) for line in found), found
 
 
 def test_callbacks_are_typed_but_open(validator: jsonschema.Draft7Validator) -> None:
-    doc = load(ROOT / "yamls" / "tiny-wsd.yaml")
+    doc = load(REPO / "yamls" / "tiny-wsd.yaml")
     assert errors(validator, {**doc, "callbacks": {"lr_monitor": {}, "some_plugin_callback": {"x": 1}}}) == []
     assert errors(validator, {**doc, "callbacks": {"lr_monitor": {"foo": 1}}})
     assert errors(validator, {**doc, "callbacks": {"reduce_lr_on_plateau": {"factor": 0.5}}})

@@ -20,9 +20,9 @@ import pytest
 
 from foundry_ext.catalog.registry import SCHEDULE_MODELS
 from foundry_ext.cli import main
+from tests.support.launcher import REPO
 
-ROOT = Path(__file__).resolve().parents[2]
-SERVER = ROOT / ".venv" / "yaml-language-server" / "node_modules" / ".bin" / "yaml-language-server"
+SERVER = REPO / ".venv" / "yaml-language-server" / "node_modules" / ".bin" / "yaml-language-server"
 
 pytestmark = pytest.mark.skipif(not SERVER.exists(), reason="yaml-language-server not installed (needs npm)")
 
@@ -125,7 +125,7 @@ def test_a_typo_and_a_bad_value_are_flagged_where_they_are(server: Any) -> None:
 
 def test_every_example_yaml_has_no_diagnostic(server: Any) -> None:
     ls, folder = server
-    for example in sorted((ROOT / "yamls").glob("*.yaml")):
+    for example in sorted((REPO / "yamls").glob("*.yaml")):
         doc = write(folder, example.name, example.read_text())
         assert ls.open(doc) == [], example.name
 

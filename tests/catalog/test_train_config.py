@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from pathlib import Path
 
 import pytest
 
 from foundry_ext.catalog.train_config import FSDP1_KEYS, FSDP1_VALUES, MPT_MODEL_KEYS, TRAIN_KEYS
 from foundry_ext.cli import main
+from tests.support.launcher import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 WSD = str(REPO / "yamls" / "tiny-wsd.yaml")
 
 CASES = [

@@ -38,6 +38,7 @@ from foundry_ext.checkpoint import (
 from foundry_ext.checkpoint.pickle_check import walk_pickle
 from foundry_ext.cli import main
 from foundry_ext.trainer.plateau import ReduceLROnPlateauScheduler
+from tests.support.launcher import REPO
 from tests.support.trainer_utils import BASE_LR, make_trainer
 
 
@@ -884,7 +885,7 @@ def test_a_save_folder_gives_its_latest_checkpoint_as_anneal_takes_it(
     """Issue 46: inspect refused a save folder that anneal accepts; now it reads the folder's latest, and says so."""
     from foundry_ext.cli import main
 
-    fixture = Path(__file__).resolve().parents[1] / "resume" / "fixtures" / "plateau_resume" / "ep0-ba12-rank0.pt"
+    fixture = REPO / "tests" / "resume" / "fixtures" / "plateau_resume" / "ep0-ba12-rank0.pt"
     folder = tmp_path / "checkpoints"
     folder.mkdir()
     (folder / "ep0-ba12-rank0.pt").symlink_to(fixture)

@@ -27,6 +27,7 @@ import torch
 from foundry_ext.checkpoint import MAX_PICKLE_BYTES, load_checkpoint_safely
 from foundry_ext.checkpoint.limits import MAX_INFLATION, MAX_VALUE_BYTES
 from foundry_ext.checkpoint.pickle_check import MAX_OPCODES
+from tests.support.launcher import REPO
 from tests.support.trainer_utils import make_trainer
 
 SECONDS = 10
@@ -46,7 +47,7 @@ print(json.dumps([done.returncode, seconds, peak, done.stdout, done.stderr]))
 def _inspect_measured(path: Path) -> tuple[int, float, float, str, str]:
     out = subprocess.run(
         [sys.executable, "-c", _WRAPPER, str(Path(sys.executable).parent / "foundry-ext"), "inspect", str(path)],
-        capture_output=True, text=True, check=True, timeout=300, cwd=Path(__file__).resolve().parents[2],
+        capture_output=True, text=True, check=True, timeout=300, cwd=REPO,
     )  # fmt: skip
     code, seconds, peak, stdout, stderr = json.loads(out.stdout)
     return code, seconds, peak, stdout, stderr

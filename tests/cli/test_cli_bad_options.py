@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from foundry_ext.cli import SUBCOMMANDS
+from tests.support.launcher import REPO
 
-ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("torch", "composer", "llmfoundry")
 
 PROBE = """
@@ -61,7 +61,7 @@ def test_a_bad_option_fails_in_one_line_without_torch(case: str, tmp_path: Path)
     (tmp_path / "full" / "someone-else.txt").write_text("not demo data\n")  # demo-data refuses a foreign folder
     argv = [a.format(tmp=tmp_path) for a in argv]
     done = subprocess.run(
-        [sys.executable, "-c", PROBE.format(heavy=HEAVY), *argv], capture_output=True, text=True, cwd=ROOT, timeout=300
+        [sys.executable, "-c", PROBE.format(heavy=HEAVY), *argv], capture_output=True, text=True, cwd=REPO, timeout=300
     )
     assert done.returncode == 2, done.stdout + done.stderr
     lines = done.stderr.splitlines()

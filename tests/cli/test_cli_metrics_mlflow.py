@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from foundry_ext.cli import main
+from tests.support.launcher import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 CSV = REPO / "docs" / "img" / "plateau-metrics.csv"
 MONITOR = "metrics/eval/LanguageCrossEntropy"
 ARGS = [  # docs/cli.md's plateau example

@@ -14,10 +14,10 @@ import torch
 from composer.core import State, Timestamp
 from composer.devices import DeviceCPU
 
-from foundry_ext.cli import main
 from foundry_ext.trainer.schedulers import WarmupStableDecayScheduler
+from tests.support.cli import run_cli
+from tests.support.launcher import REPO
 
-ROOT = Path(__file__).resolve().parents[2]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 WSD_YAML = """\
@@ -83,16 +83,10 @@ def lr_of_batch(batch: int) -> float:
     return 1e-3 * wsd_multiplier(max(batch - 1, 0))
 
 
-def run_plot(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    rc = main(["plot", *argv])
-    captured = capsys.readouterr()
-    return rc, captured.out, captured.err
-
-
-@pytest.mark.parametrize("yaml_path", sorted(ROOT.glob("yamls/*.yaml")), ids=lambda p: p.name)
+@pytest.mark.parametrize("yaml_path", sorted(REPO.glob("yamls/*.yaml")), ids=lambda p: p.name)
 def test_every_example_yaml_renders(yaml_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "lr.png"
-    rc, stdout, err = run_plot(capsys, str(yaml_path), "--out", str(out), "--batches-per-epoch", "100")
+    rc, stdout, err = run_cli("plot", str(yaml_path), "--out", str(out), "--batches-per-epoch", "100")
     assert rc == 0, err
     check_png(out)
     assert "LR max" in stdout
@@ -103,7 +97,7 @@ def test_wsd_values_at_named_batches_are_exact(tmp_path: Path, capsys: pytest.Ca
     named = [0, 1, 50, 51, 100, 101, 500, 800, 801, 901, 999]
     table = tmp_path / "points.csv"
     argv = [str(config), "--out", str(tmp_path / "lr.png"), "--csv", str(table)]
-    rc, stdout, err = run_plot(capsys, *argv, *[a for b in named for a in ("--at", str(b))])
+    rc, stdout, err = run_cli("plot", *argv, *[a for b in named for a in ("--at", str(b))])
     assert rc == 0, err
     printed = {int(b): float(lr) for b, lr in re.findall(r"^batch (\d+): lr (\S+) ", stdout, re.MULTILINE)}
     assert printed == {b: lr_of_batch(b) for b in named}
@@ -132,8 +126,8 @@ def test_the_last_row_is_the_last_batch_that_trains(tmp_path: Path, capsys: pyte
         ),
     )
     table = tmp_path / "points.csv"
-    rc, stdout, err = run_plot(
-        capsys, str(config), "max_duration=40ba", "--out", str(tmp_path / "lr.png"), "--csv", str(table)
+    rc, stdout, err = run_cli(
+        "plot", str(config), "max_duration=40ba", "--out", str(tmp_path / "lr.png"), "--csv", str(table)
     )
     assert rc == 0, err
     with open(table) as f:
@@ -146,8 +140,8 @@ def test_the_last_row_is_the_last_batch_that_trains(tmp_path: Path, capsys: pyte
 def test_long_schedule_samples_points_but_keeps_marks_exact(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = write(tmp_path, WSD_YAML)
     table = tmp_path / "points.csv"
-    rc, stdout, err = run_plot(
-        capsys, str(config), "max_duration=1000000ba", "--out", str(tmp_path / "lr.png"), "--csv", str(table)
+    rc, stdout, err = run_cli(
+        "plot", str(config), "max_duration=1000000ba", "--out", str(tmp_path / "lr.png"), "--csv", str(table)
     )
     assert rc == 0, err
     with open(table) as f:
@@ -165,7 +159,7 @@ def test_llm_foundry_builtin_scheduler_with_warmup(tmp_path: Path, capsys: pytes
             "warmup_stable_decay", "cosine_with_warmup"
         ),
     )
-    rc, stdout, err = run_plot(capsys, str(config), "--out", str(tmp_path / "lr.png"), "--at", "101", "--at", "551")
+    rc, stdout, err = run_cli("plot", str(config), "--out", str(tmp_path / "lr.png"), "--at", "101", "--at", "551")
     assert rc == 0, err
     assert "marks: warmup end at batch 101" in stdout
     assert "batch 101: lr 0.001 " in stdout
@@ -200,7 +194,7 @@ def test_plateau_simulation_matches_torch(tmp_path: Path, capsys: pytest.Capture
     metrics = tmp_path / "metrics.csv"
     metrics.write_text("batch,value\n" + "".join(f"{b},{v}\n" for b, v in zip(batches, values, strict=True)))
     out = tmp_path / "lr.png"
-    rc, stdout, err = run_plot(capsys, str(config), "--out", str(out), "--metrics", str(metrics), "--at", "1999")
+    rc, stdout, err = run_cli("plot", str(config), "--out", str(out), "--metrics", str(metrics), "--at", "1999")
     assert rc == 0, err
     # the cut decided at the evaluation at timestamp T applies from 0-indexed batch T on
     printed = [(int(b), float(new)) for b, new in re.findall(r"from batch (\d+) on: scale \S+ -> (\S+) ", stdout)]
@@ -217,7 +211,7 @@ def test_plateau_simulation_matches_torch(tmp_path: Path, capsys: pytest.Capture
 
 def test_plateau_without_metrics_draws_time_part(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = write(tmp_path, PLATEAU_YAML)
-    rc, stdout, err = run_plot(capsys, str(config), "--out", str(tmp_path / "lr.png"), "--at", "126", "--at", "1500")
+    rc, stdout, err = run_cli("plot", str(config), "--out", str(tmp_path / "lr.png"), "--at", "126", "--at", "1500")
     assert rc == 0, err
     assert "batch 126: lr 0.0005 (multiplier 0.5)" in stdout  # linear warmup to 250ba, at timestamp 125
     assert "batch 1500: lr 0.001 (multiplier 1.0)" in stdout
@@ -245,7 +239,7 @@ def test_bad_input_is_one_line_exit_2(case: str, tmp_path: Path, capsys: pytest.
         config.write_text(text)
     (tmp_path / "m.csv").write_text("100,1.0\n")
     extra = [a.replace("{tmp}", str(tmp_path)) for a in extra]
-    rc, _, err = run_plot(capsys, str(config), *extra, "--out", str(tmp_path / "lr.png"))
+    rc, _, err = run_cli("plot", str(config), *extra, "--out", str(tmp_path / "lr.png"))
     assert rc == 2
     lines = [line for line in err.splitlines() if line.startswith("foundry-ext plot: error:")]
     assert len(lines) == 1 and needle in lines[0], err

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from foundry_ext.checkpoint import MAX_DEPTH
+from tests.support.launcher import REPO
 
-ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("torch", "composer", "llmfoundry", "transformers", "matplotlib")
 
 PROBE = """
@@ -34,7 +34,7 @@ def loaded(*argv: str, heavy: tuple[str, ...] = HEAVY) -> tuple[set[str], str]:
         [sys.executable, "-c", PROBE.format(heavy=heavy), *argv],
         capture_output=True,
         text=True,
-        cwd=ROOT,
+        cwd=REPO,
         timeout=300,
     )
     line = [x for x in done.stdout.splitlines() if x.startswith("LOADED")][-1]
@@ -61,7 +61,7 @@ def test_no_heavy_import(argv: list[str]) -> None:
 
 
 def with_scheduler(tmp_path: Path, block: str) -> Path:
-    text = (ROOT / "yamls" / "tiny-wsd.yaml").read_text()
+    text = (REPO / "yamls" / "tiny-wsd.yaml").read_text()
     start = text.index("\nscheduler:") + 1
     end = text.index("\n\n", start)
     config = tmp_path / "cfg.yaml"
@@ -104,7 +104,7 @@ INSPECT_HEAVY = ("torch", "numpy", "composer", "llmfoundry")
 def not_checkpoints(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One path per kind of input that is refused before its bytes could be a torch file."""
     folder = tmp_path_factory.mktemp("not-checkpoints")
-    (folder / "config.yaml").write_text((ROOT / "yamls" / "tiny-wsd.yaml").read_text())
+    (folder / "config.yaml").write_text((REPO / "yamls" / "tiny-wsd.yaml").read_text())
     (folder / "empty.pt").write_bytes(b"")
     (folder / "lr.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(64))
     os.mkfifo(folder / "fifo.pt")

@@ -39,7 +39,8 @@ from sybil import Example, Sybil
 from sybil.integration.pytest import SybilFile
 from sybil.parsers.markdown import CodeBlockParser, PythonCodeBlockParser, SkipParser
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.launcher import REPO
+
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 LINKED = ("yamls", "train.py", "scripts", ".venv", "demo-data", "bench", "foundry_ext", "pyproject.toml")
 COMMAND_TIMEOUT = 900  # seconds: the longest doc command (lr-find, a tiny training run) takes ~1 min here

@@ -8,8 +8,9 @@ import pytest
 
 from foundry_ext.catalog.docs import BLOCK, keys_table, stale_tables
 from foundry_ext.catalog.registry import SCHEDULE_MODELS
+from tests.support.launcher import REPO
 
-DOCS = Path(__file__).resolve().parents[2] / "docs"
+DOCS = REPO / "docs"
 
 
 @pytest.mark.parametrize("page", sorted(DOCS.glob("*.md")), ids=lambda p: p.name)

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.launcher import REPO
+
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 RUN = {"console", "bash", "python", "yaml"}  # the languages conftest.py evaluates
 NOT_CODE = {"text"}  # formulas, diagrams, usage synopses, excerpts

@@ -10,8 +10,9 @@ from llmfoundry.utils.config_utils import TRAIN_CONFIG_KEYS, TrainConfig, make_d
 from omegaconf import OmegaConf as om
 
 from foundry_ext.cli import main
+from tests.support.launcher import REPO
 
-YAMLS = sorted((Path(__file__).resolve().parents[2] / "yamls").glob("*.yaml"))
+YAMLS = sorted((REPO / "yamls").glob("*.yaml"))
 FAMILIES = {"warmup_stable_decay", "multistep_with_warmup", "torch_lr_scheduler", "reduce_lr_on_plateau"}
 
 

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
 from foundry_ext.law.fit import fit, quality
 from foundry_ext.law.predict import predict
 from foundry_ext.law.runs import read_csv
+from tests.support.launcher import REPO
 
-CURVES = Path(__file__).resolve().parents[2] / "bench/data/loss-curves/25M"  # the paper's, MIT: see its README
+CURVES = REPO / "bench/data/loss-curves/25M"  # the paper's, MIT: see its README
 TRAIN = ("cosine_24000", "constant_24000", "wsdcon_9")
 TEST = ("constant_72000", "cosine_72000", "wsd_20000_24000", "wsdld_20000_24000", "wsdcon_3", "wsdcon_18")
 # the paper's repository README, 25M: fitted by the authors' code

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import importlib
 import sys
-from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+from tests.support.launcher import REPO
+
+BENCH = REPO / "bench"
 
 
 def _bench(name: str) -> ModuleType:

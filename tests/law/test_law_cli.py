@@ -13,9 +13,11 @@ import yaml
 from foundry_ext.cli import main
 from foundry_ext.law.predict import yaml_lrs
 from tests.law.paper import CURVES, TRAIN
+from tests.support.cli import run_cli
+from tests.support.configs import write_train_yaml
+from tests.support.launcher import REPO
 
-ROOT = Path(__file__).resolve().parents[2]
-TINY_WSD = ROOT / "yamls/tiny-wsd.yaml"
+TINY_WSD = REPO / "yamls/tiny-wsd.yaml"
 
 FAMILIES = {  # one scheduler of each family plot computes: this package's, llm-foundry's, Composer's, torch's
     "warmup_stable_decay": {"name": "warmup_stable_decay", "t_warmup": "20ba", "t_decay": "0.3dur",
@@ -27,12 +29,6 @@ FAMILIES = {  # one scheduler of each family plot computes: this package's, llm-
 }  # fmt: skip
 
 
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    rc = main(list(argv))
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
 @pytest.fixture(scope="module")
 def law(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("law") / "law.json"
@@ -41,15 +37,13 @@ def law(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def with_scheduler(tmp_path: Path, block: dict) -> Path:
-    cfg = yaml.safe_load(TINY_WSD.read_text())
-    cfg["scheduler"] = block
-    path = tmp_path / f"{block['name']}.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    return path
+    return write_train_yaml(
+        tmp_path / f"{block['name']}.yaml", yaml.safe_load(TINY_WSD.read_text()), {"scheduler": block}
+    )
 
 
 def test_fit_writes_the_law_and_reports_its_quality(law: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rc, out, _ = run(capsys, "law", "fit", *(str(CURVES / f"{n}.csv") for n in TRAIN), "--out", str(law))
+    rc, out, _ = run_cli("law", "fit", *(str(CURVES / f"{n}.csv") for n in TRAIN), "--out", str(law))
     assert rc == 0
     assert "multipower law fitted on 3 runs" in out
     assert "cosine_24000" in out and "R^2" in out and "worst rel" in out
@@ -64,7 +58,7 @@ def test_predict_uses_the_lr_plot_computes(
     family: str, law: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     config = with_scheduler(tmp_path, FAMILIES[family])
-    rc, _, err = run(capsys, "plot", str(config), "--csv", str(tmp_path / "plot.csv"), "--out", str(tmp_path / "p.png"))
+    rc, _, err = run_cli("plot", str(config), "--csv", str(tmp_path / "plot.csv"), "--out", str(tmp_path / "p.png"))
     assert rc == 0, err
     with open(tmp_path / "plot.csv") as f:
         plotted = {int(r["batch"]): float(r["lr"]) for r in csv.DictReader(f)}
@@ -72,7 +66,7 @@ def test_predict_uses_the_lr_plot_computes(
     assert len(lrs) == 250
     for batch, lr in plotted.items():
         assert lrs[batch] == pytest.approx(lr, rel=1e-12, abs=1e-300), batch
-    rc, out, err = run(capsys, "law", "predict", str(law), str(config), "--csv", str(tmp_path / "pred.csv"),
+    rc, out, err = run_cli("law", "predict", str(law), str(config), "--csv", str(tmp_path / "pred.csv"),
                        "--out", str(tmp_path / "pred.png"))  # fmt: skip
     assert rc == 0, err
     assert "predicted multipower loss after the last batch" in out
@@ -87,11 +81,11 @@ def test_predict_uses_the_lr_plot_computes(
 def test_predict_replays_the_plateau_cuts(law: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     metrics = tmp_path / "metrics.csv"
     metrics.write_text("batch,value\n" + "".join(f"{b},{3.0 if b < 100 else 2.9}\n" for b in range(50, 1001, 50)))
-    config = str(ROOT / "yamls/tiny-plateau.yaml")
+    config = str(REPO / "yamls/tiny-plateau.yaml")
     plain = yaml_lrs(config, ["max_duration=1000ba"])
     cut = yaml_lrs(config, ["max_duration=1000ba"], [(b, 3.0 if b < 100 else 2.9) for b in range(50, 1001, 50)])
     assert np.all(cut <= plain) and cut[-1] < plain[-1]  # plateau at 2.9 from batch 100: cuts
-    rc, out, err = run(capsys, "law", "predict", str(law), config, "max_duration=1000ba", "--metrics", str(metrics))
+    rc, out, err = run_cli("law", "predict", str(law), config, "max_duration=1000ba", "--metrics", str(metrics))
     assert rc == 0, err
     assert "1000 batches" in out
 
@@ -100,7 +94,7 @@ def test_predict_a_trace_shows_the_measured_losses(
     law: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out_csv = tmp_path / "c.csv"
-    rc, _, err = run(capsys, "law", "predict", str(law), "--trace", str(CURVES / "cosine_72000.csv"),
+    rc, _, err = run_cli("law", "predict", str(law), "--trace", str(CURVES / "cosine_72000.csv"),
                        "--csv", str(out_csv))  # fmt: skip
     assert rc == 0, err
     with open(out_csv) as f:
@@ -111,7 +105,7 @@ def test_predict_a_trace_shows_the_measured_losses(
 
 
 def test_tune_ranks_a_grid_and_prints_the_best_override(law: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rc, out, err = run(capsys, "law", "tune", str(law), str(TINY_WSD), "max_duration=2000ba",
+    rc, out, err = run_cli("law", "tune", str(law), str(TINY_WSD), "max_duration=2000ba",
                        "--grid", "scheduler.t_decay=0.1dur,0.2dur,0.4dur",
                        "--grid", "scheduler.decay_type=linear,sqrt,cosine")  # fmt: skip
     assert rc == 0, err
@@ -147,13 +141,13 @@ def test_bad_csv_is_one_line_exit_2(case: str, tmp_path: Path, capsys: pytest.Ca
     text, message = BAD_CSV[case]
     bad = tmp_path / "bad.csv"
     bad.write_text(text)
-    rc, _, err = run(capsys, "law", "fit", str(bad), str(CURVES / "cosine_24000.csv"), "--out", str(tmp_path / "l"))
+    rc, _, err = run_cli("law", "fit", str(bad), str(CURVES / "cosine_24000.csv"), "--out", str(tmp_path / "l"))
     assert rc == 2
     assert message in err and err.count("\n") == 1, err
 
 
 def test_one_run_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rc, _, err = run(capsys, "law", "fit", str(CURVES / "cosine_24000.csv"), "--out", str(tmp_path / "l.json"))
+    rc, _, err = run_cli("law", "fit", str(CURVES / "cosine_24000.csv"), "--out", str(tmp_path / "l.json"))
     assert rc == 2 and "1 run given: the law needs two or more runs" in err and err.count("\n") == 1
 
 
@@ -176,29 +170,29 @@ def test_bad_law_json_is_one_line_exit_2(
     edit(doc)
     bad = tmp_path / "law.json"
     bad.write_text(json.dumps(doc))
-    rc, _, err = run(capsys, "law", "predict", str(bad), str(TINY_WSD))
+    rc, _, err = run_cli("law", "predict", str(bad), str(TINY_WSD))
     assert rc == 2
     assert message in err and err.count("\n") == 1, err
 
 
 def test_unknown_grid_key_says_did_you_mean(law: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rc, _, err = run(capsys, "law", "tune", str(law), str(TINY_WSD), "--grid", "scheduler.t_decy=0.1dur,0.2dur")
+    rc, _, err = run_cli("law", "tune", str(law), str(TINY_WSD), "--grid", "scheduler.t_decy=0.1dur,0.2dur")
     assert rc == 2
     assert "scheduler 'warmup_stable_decay' has no key 't_decy' (did you mean 'scheduler.t_decay'?)" in err
-    rc, _, err = run(capsys, "law", "tune", str(law), str(TINY_WSD), "--grid", "max_duraton=100ba,200ba")
+    rc, _, err = run_cli("law", "tune", str(law), str(TINY_WSD), "--grid", "max_duraton=100ba,200ba")
     assert rc == 2 and "(did you mean 'max_duration'?)" in err
 
 
 def test_plot_draws_the_predicted_loss(law: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "lr.png"
-    rc, stdout, err = run(capsys, "plot", str(TINY_WSD), "--law", str(law), "--out", str(out))
+    rc, stdout, err = run_cli("plot", str(TINY_WSD), "--law", str(law), "--out", str(out))
     assert rc == 0, err
-    rc2, pred, _ = run(capsys, "law", "predict", str(law), str(TINY_WSD))
+    rc2, pred, _ = run_cli("law", "predict", str(law), str(TINY_WSD))
     assert rc2 == 0
     final = pred.split("after the last batch: ")[1].split()[0]
     assert f"predicted multipower loss after the last batch {final}" in stdout
     assert out.read_bytes()[:4] == b"\x89PNG"
     bad = tmp_path / "bad.json"
     bad.write_text("{}")
-    rc, _, err = run(capsys, "plot", str(TINY_WSD), "--law", str(bad), "--out", str(out))
+    rc, _, err = run_cli("plot", str(TINY_WSD), "--law", str(bad), "--out", str(out))
     assert rc == 2 and "--law" in err and "not a LAW.json" in err

@@ -12,16 +12,11 @@ from foundry_ext.cli import main
 from foundry_ext.law.reliability import BAND, THRESHOLDS, judge
 from tests.law.paper import CURVES, TEST, TRAIN
 from tests.law.tiny import write_csvs
+from tests.support.cli import run_cli
+from tests.support.launcher import REPO
 
-ROOT = Path(__file__).resolve().parents[2]
-TINY_WSD = str(ROOT / "yamls/tiny-wsd.yaml")
+TINY_WSD = str(REPO / "yamls/tiny-wsd.yaml")
 PAPER_RUN = ["max_duration=24000ba", "optimizer.lr=3e-4", "scheduler.t_warmup=2160ba"]
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    rc = main(list(argv))
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +38,7 @@ def tiny_law(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_paper_fit_is_checked_leaving_each_run_out_and_good(
     paper_law: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    rc, out, _ = run(capsys, "law", "fit", *(str(CURVES / f"{n}.csv") for n in TRAIN), "--out", str(paper_law))
+    rc, out, _ = run_cli("law", "fit", *(str(CURVES / f"{n}.csv") for n in TRAIN), "--out", str(paper_law))
     assert rc == 0
     assert "leave-one-run-out" in out
     lines = {line.split()[0]: line.split() for line in out.splitlines() if line.startswith("  ")}
@@ -64,12 +59,12 @@ def test_tiny_runs_are_poor_and_every_prediction_says_so(
     doc = json.loads(tiny_law.read_text())
     assert doc["reliability"]["verdict"] == "poor"
     assert doc["reliability"]["train_mean_rel"] > THRESHOLDS["poor_train"]
-    rc, out, err = run(capsys, "law", "predict", str(tiny_law), str(ROOT / "yamls/tiny-plateau.yaml"),
+    rc, out, err = run_cli("law", "predict", str(tiny_law), str(REPO / "yamls/tiny-plateau.yaml"),
                        "max_duration=1000ba")  # fmt: skip
     assert rc == 0
     assert err.startswith("warning: this law's verdict is poor: the law misses its own runs by")
     assert "(band " in out
-    rc, out, err = run(capsys, "law", "tune", str(tiny_law), str(ROOT / "yamls/tiny-plateau.yaml"),
+    rc, out, err = run_cli("law", "tune", str(tiny_law), str(REPO / "yamls/tiny-plateau.yaml"),
                        "max_duration=1000ba", "--grid", "scheduler.t_warmup=10ba,20ba")  # fmt: skip
     assert rc == 0, err
     assert "warning: the law's verdict is poor" in err
@@ -77,11 +72,11 @@ def test_tiny_runs_are_poor_and_every_prediction_says_so(
 
 def test_two_runs_are_rough_at_best_and_have_no_band(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     law = tmp_path / "two.json"
-    rc, out, _ = run(capsys, "law", "fit", str(CURVES / "cosine_24000.csv"), str(CURVES / "constant_24000.csv"),
+    rc, out, _ = run_cli("law", "fit", str(CURVES / "cosine_24000.csv"), str(CURVES / "constant_24000.csv"),
                      "--out", str(law))  # fmt: skip
     assert rc == 0
     assert "verdict: rough (fitted on 2 runs: nothing held out to check it; add a third run" in out
-    rc, out, err = run(capsys, "law", "predict", str(law), TINY_WSD, *PAPER_RUN, "--csv", str(tmp_path / "p.csv"))
+    rc, out, err = run_cli("law", "predict", str(law), TINY_WSD, *PAPER_RUN, "--csv", str(tmp_path / "p.csv"))
     assert rc == 0
     assert "no band: the law was fitted on 2 runs" in out
     assert err.count("\n") == 1 and "verdict is rough" in err
@@ -91,7 +86,7 @@ def test_two_runs_are_rough_at_best_and_have_no_band(tmp_path: Path, capsys: pyt
 
 def test_the_only_decaying_run_cannot_be_left_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     runs = [str(CURVES / f"{n}.csv") for n in ("constant_24000", "constant_72000", "wsdcon_9")]
-    rc, out, _ = run(capsys, "law", "fit", *runs, "--out", str(tmp_path / "l.json"))
+    rc, out, _ = run_cli("law", "fit", *runs, "--out", str(tmp_path / "l.json"))
     assert rc == 0
     assert "  wsdcon_9                     not checkable: every run's LR is constant after its warmup" in out
     assert "verdict: rough (one decaying run: leaving it out cannot refit" in out
@@ -111,7 +106,7 @@ def test_predict_gives_a_band_and_a_csv_that_starts_finite(
     paper_law: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out_csv = tmp_path / "pred.csv"
-    rc, out, err = run(capsys, "law", "predict", str(paper_law), TINY_WSD, *PAPER_RUN, "--csv", str(out_csv),
+    rc, out, err = run_cli("law", "predict", str(paper_law), TINY_WSD, *PAPER_RUN, "--csv", str(out_csv),
                        "--out", str(tmp_path / "p.png"))  # fmt: skip
     assert rc == 0 and err == ""
     assert "predicted multipower loss after the last batch: 3.2705 (band 3.25" in out
@@ -128,7 +123,7 @@ def test_predict_gives_a_band_and_a_csv_that_starts_finite(
 
 def test_band_grows_past_the_fitted_horizon(paper_law: Path, capsys: pytest.CaptureFixture[str]) -> None:
     def width(*overrides: str) -> float:
-        rc, out, _ = run(capsys, "law", "predict", str(paper_law), TINY_WSD, *overrides)
+        rc, out, _ = run_cli("law", "predict", str(paper_law), TINY_WSD, *overrides)
         assert rc == 0
         final = float(out.split("last batch: ")[1].split()[0])
         lo, hi = (float(x) for x in out.split("(band ")[1].split(")")[0].split(" to "))
@@ -142,20 +137,20 @@ def test_band_grows_past_the_fitted_horizon(paper_law: Path, capsys: pytest.Capt
 def test_extrapolation_is_named_and_strict_refuses(paper_law: Path, capsys: pytest.CaptureFixture[str]) -> None:
     args = ["law", "predict", str(paper_law), TINY_WSD, "max_duration=24000ba", "optimizer.lr=3",
             "scheduler.t_warmup=2160ba"]  # fmt: skip
-    rc, _, err = run(capsys, *args)
+    rc, _, err = run_cli(*args)
     assert rc == 0
     assert "warning: peak LR 3 is outside the fitted runs' 0.0003 to 0.0003: the law extrapolates" in err
     assert "warning: LR area (the LR summed over every batch) " in err
-    rc, _, err = run(capsys, *args, "--strict")
+    rc, _, err = run_cli(*args, "--strict")
     assert rc == 2 and err.count("\n") == 1
     assert "--strict: peak LR 3 is outside the fitted runs' 0.0003 to 0.0003" in err
-    rc, _, err = run(capsys, "law", "predict", str(paper_law), TINY_WSD, *PAPER_RUN[:2], "max_duration=60000ba",
+    rc, _, err = run_cli("law", "predict", str(paper_law), TINY_WSD, *PAPER_RUN[:2], "max_duration=60000ba",
                        "scheduler.t_warmup=2160ba")  # fmt: skip
     assert "warning: length (batches) 6e+04 is outside the fitted runs' 1.414e+04 to 2.394e+04" in err
 
 
 def test_lr_zero_is_refused_not_inf(paper_law: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rc, out, err = run(capsys, "law", "predict", str(paper_law), TINY_WSD, "optimizer.lr=0")
+    rc, out, err = run_cli("law", "predict", str(paper_law), TINY_WSD, "optimizer.lr=0")
     assert rc == 2 and "inf" not in out + err and err.count("\n") == 1
     assert "the LR is 0 at every batch (optimizer.lr 0?)" in err
 
@@ -167,7 +162,7 @@ def test_older_law_json_predicts_with_one_line(
     del doc["reliability"], doc["domain"]
     old = tmp_path / "old.json"
     old.write_text(json.dumps(doc))
-    rc, out, err = run(capsys, "law", "predict", str(old), TINY_WSD, *PAPER_RUN)
+    rc, out, err = run_cli("law", "predict", str(old), TINY_WSD, *PAPER_RUN)
     assert rc == 0 and "(band" not in out
     assert (
         err == f"note: {old} was not checked (written before `law fit` checked its fits): no verdict, no band; "
@@ -176,11 +171,11 @@ def test_older_law_json_predicts_with_one_line(
 
 
 def test_tune_says_when_the_best_is_not_resolvable(paper_law: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rc, out, _ = run(capsys, "law", "tune", str(paper_law), TINY_WSD, *PAPER_RUN,
+    rc, out, _ = run_cli("law", "tune", str(paper_law), TINY_WSD, *PAPER_RUN,
                      "--grid", "scheduler.t_decay=0.1dur,0.2dur,0.3dur")  # fmt: skip
     assert rc == 0
     assert out.splitlines()[-1].startswith("best: not resolvable: the bands of the first ")
-    rc, out, _ = run(capsys, "law", "tune", str(paper_law), TINY_WSD, *PAPER_RUN,
+    rc, out, _ = run_cli("law", "tune", str(paper_law), TINY_WSD, *PAPER_RUN,
                      "--grid", "scheduler.alpha_f=0.0,0.9")  # fmt: skip
     assert rc == 0
     assert out.splitlines()[-1] == "best: scheduler.alpha_f=0.0", out
@@ -188,14 +183,14 @@ def test_tune_says_when_the_best_is_not_resolvable(paper_law: Path, capsys: pyte
 
 def test_tune_ranks_branches_of_a_stable_run(paper_law: Path, capsys: pytest.CaptureFixture[str]) -> None:
     stable = [*PAPER_RUN[:2], "scheduler.t_warmup=2160ba", "scheduler.t_decay=0ba", "max_duration=24000ba"]
-    rc, out, err = run(capsys, "law", "tune", str(paper_law), TINY_WSD, *stable,
+    rc, out, err = run_cli("law", "tune", str(paper_law), TINY_WSD, *stable,
                        "--branch-from", "8000,12000,16000,20000", "--end", "24000")  # fmt: skip
     assert rc == 0, err
     assert "4 branches predicted" in out
     ranked = [line.split() for line in out.splitlines() if line.startswith("    ")]
     assert ranked[0][4] == "from=20000" or "not resolvable" in out
     assert all(r[5] == f"decay={24000 - int(r[4].removeprefix('from='))}ba" for r in ranked)
-    rc, out, err = run(capsys, "law", "tune", str(paper_law), TINY_WSD, *stable,
+    rc, out, err = run_cli("law", "tune", str(paper_law), TINY_WSD, *stable,
                        "--branch-from", "16000", "--decay", "2000ba,0.2dur", "--shape", "linear,sqrt")  # fmt: skip
     assert rc == 0, err
     assert "4 branches predicted" in out and "decay=4000ba" in out  # 0.2dur of 16000 + LEN: 4000
@@ -206,7 +201,7 @@ def test_tune_says_where_each_branch_ends_and_ranks_none_past_max_duration(
 ) -> None:
     """Issue 46: branches of 16k to 28k batches were ranked together, one past max_duration (which anneal refuses)."""
     stable = [*PAPER_RUN[:2], "scheduler.t_warmup=2160ba", "scheduler.t_decay=0ba", "max_duration=24000ba"]
-    rc, out, err = run(capsys, "law", "tune", str(paper_law), TINY_WSD, *stable,
+    rc, out, err = run_cli("law", "tune", str(paper_law), TINY_WSD, *stable,
                        "--branch-from", "12000,16000,20000", "--decay", "4000ba,8000ba")  # fmt: skip
     assert rc == 0, err
     assert err.splitlines() == [
@@ -218,7 +213,7 @@ def test_tune_says_where_each_branch_ends_and_ranks_none_past_max_duration(
     for start, decay, end in ranked:
         s, n = int(start.removeprefix("from=")), int(decay.removeprefix("decay=").removesuffix("ba"))
         assert end == f"end={s + n}" and s + n <= 24000, ranked
-    rc, _, err = run(capsys, "law", "tune", str(paper_law), TINY_WSD, *stable,
+    rc, _, err = run_cli("law", "tune", str(paper_law), TINY_WSD, *stable,
                      "--branch-from", "20000", "--decay", "4000ba,8000ba")  # fmt: skip
     assert rc == 2
     assert err.splitlines()[-1] == (
@@ -265,7 +260,7 @@ def test_band_holds_80_percent_of_the_confirm_halfs_held_out_finals(data: str) -
     from tests.law.test_law_bench_smoke import _bench
 
     bench = _bench("bench_law_reliability")
-    records = json.loads((ROOT / "bench/data/law-reliability.json").read_text())
+    records = json.loads((REPO / "bench/data/law-reliability.json").read_text())
     _, confirm = bench.halves(records)
     mine = [r for r in confirm if r["dataset"].startswith(data)]
     assert len(mine) >= 42
@@ -282,6 +277,6 @@ def test_a_check_whose_error_is_not_a_number_is_refused_in_one_line(
     doc["reliability"]["checks"][1]["final_rel"] = "0.1%"
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(doc))
-    rc, out, err = run(capsys, "law", "predict", str(bad), TINY_WSD, *PAPER_RUN)
+    rc, out, err = run_cli("law", "predict", str(bad), TINY_WSD, *PAPER_RUN)
     assert rc == 2 and out == "" and err.count("\n") == 1
     assert "reliability.checks[1].final_rel '0.1%' must be a number >= 0 or null" in err

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-TINY = Path(__file__).resolve().parents[2] / "bench/data/law-tiny-1000ba.json"
+from tests.support.launcher import REPO
+
+TINY = REPO / "bench/data/law-tiny-1000ba.json"
 
 
 def write_csvs(folder: Path, names: tuple[str, ...], seed: str = "17") -> list[Path]:

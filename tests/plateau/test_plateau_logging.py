@@ -20,6 +20,7 @@ from composer.callbacks import LRMonitor
 from composer.loggers import MLFlowLogger
 
 from foundry_ext.trainer.plateau import ReduceLROnPlateauScheduler
+from tests.support.launcher import REPO
 from tests.support.trainer_utils import BASE_LR, TinyModel, loader, make_trainer
 
 MONITOR = "metrics/eval/Scripted"
@@ -132,7 +133,7 @@ def docs_mlflow_settings() -> dict[str, Any]:
     """The ``loggers.mlflow`` block of docs/plateau.md's logging section (the test uses exactly what the docs show)."""
     import yaml
 
-    text = (Path(__file__).resolve().parents[2] / "docs" / "plateau.md").read_text()
+    text = (REPO / "docs" / "plateau.md").read_text()
     block = re.search(r"<!-- mlflow-example -->\n```yaml\n(.*?)```", text, re.S)
     assert block is not None, "docs/plateau.md lost its MLflow example"
     return yaml.safe_load(block.group(1))["loggers"]["mlflow"]

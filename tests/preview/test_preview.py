@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from composer.callbacks import LRMonitor
 from composer.loggers import InMemoryLogger
 from llmfoundry.utils.builders import build_scheduler
 
 from foundry_ext.cli import main
 from foundry_ext.config.durations import timestamp_of_batch
+from tests.support.configs import write_train_yaml
 from tests.support.trainer_utils import BASE_LR, make_trainer
 
 BATCHES = 40
@@ -71,9 +71,7 @@ def config_yaml(tmp_path: Path, block: dict[str, Any], **extra: Any) -> Path:
         "scheduler": block,
         **extra,
     }
-    path = tmp_path / "cfg.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    return path
+    return write_train_yaml(tmp_path / "cfg.yaml", cfg)
 
 
 def plot_rows(tmp_path: Path, config: Path, *extra: str) -> dict[int, float]:

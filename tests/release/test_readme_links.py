@@ -9,8 +9,8 @@ from pathlib import Path
 import tomllib
 
 from tests.docs.test_docs_coverage import FENCE, LINK, _anchors
+from tests.support.launcher import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 BASE = "https://github.com/foundry-ext/foundry-ext"
 # an absolute link into the repository -> its path there: a file or folder of the main branch, or its raw bytes
 REPO_LINK = re.compile(

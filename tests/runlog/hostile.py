@@ -14,8 +14,8 @@ from pathlib import Path
 
 from foundry_ext.law.multipower import NAMES
 from tests.runlog.runs import LAW, LR_KEY, METRIC, log_runs
+from tests.support.launcher import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 CURVES = REPO / "bench/data/loss-curves/25M"
 GOOD = str(CURVES / "cosine_24000.csv")
 PLATEAU = [str(REPO / "yamls/tiny-plateau.yaml"), "max_duration=10000ba", "scheduler.t_warmup=500ba"]

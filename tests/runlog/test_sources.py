@@ -21,9 +21,8 @@ from foundry_ext.cli import main
 from foundry_ext.law.runs import read_run
 from foundry_ext.runlog import read_series
 from tests.runlog.runs import BATCHES, LR_KEY, METRIC, expected, log_runs, run_folder
+from tests.support.launcher import REPO
 from tests.support.multirank import free_port
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def _check(trace, name: str) -> None:

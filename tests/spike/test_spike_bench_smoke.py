@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import importlib
 import sys
-from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+from tests.support.launcher import REPO
+
+BENCH = REPO / "bench"
 
 
 @pytest.mark.slow

@@ -5,13 +5,12 @@ from __future__ import annotations
 import importlib
 import json
 import sys
-from pathlib import Path
 
 import pytest
 
 from foundry_ext.catalog.callbacks import SpikeGuardConfig
+from tests.support.launcher import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "bench" / "data"
 
 

@@ -1,8 +1,15 @@
-"""A small valid train config, the base that the config-check tests change one field of."""
+"""Train configs for tests: a small valid one (the base that the config-check tests change one field of), and the one
+writer of a train YAML from a dict."""
 
 from __future__ import annotations
 
+import copy
+from pathlib import Path
 from typing import Any
+
+import yaml
+
+__all__ = ["changed", "tiny_train_config", "write_train_yaml"]
 
 
 def tiny_train_config(*, max_duration: str = "40ba", t_warmup: str = "10ba", **extra: Any) -> dict[str, Any]:
@@ -22,9 +29,21 @@ def tiny_train_config(*, max_duration: str = "40ba", t_warmup: str = "10ba", **e
         "scheduler": {"name": "warmup_stable_decay", "t_warmup": t_warmup},
         "callbacks": {"lr_monitor": {}},
     }
-    for key, value in extra.items():
+    return changed(cfg, extra)
+
+
+def changed(cfg: dict[str, Any], changes: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A deep copy of ``cfg`` with each top-level key of ``changes`` set, or dropped where its value is None."""
+    out = copy.deepcopy(cfg)
+    for key, value in (changes or {}).items():
         if value is None:
-            cfg.pop(key, None)
+            out.pop(key, None)
         else:
-            cfg[key] = value
-    return cfg
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def write_train_yaml(path: Path, cfg: dict[str, Any], changes: dict[str, Any] | None = None) -> Path:
+    """Write :func:`changed` ``(cfg, changes)`` to ``path`` as YAML, its keys in their order; return ``path``."""
+    path.write_text(yaml.safe_dump(changed(cfg, changes), sort_keys=False))
+    return path

@@ -15,9 +15,9 @@ from __future__ import annotations
 import json
 import sys
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.launcher import REPO
+
 FILE = REPO / "tests" / "durations.json"
 LIMIT = 2.5  # seconds, on a loaded 2-core machine: the quick tier's 3 minutes hold with some margin
 # Over LIMIT, and quick all the same: the quick tier's only test that runs a module (tests/test_tiers.py)

@@ -19,7 +19,9 @@ from typing import Any
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[2] / "foundry_ext"
+from tests.support.launcher import REPO
+
+PACKAGE = REPO / "foundry_ext"
 _reached: dict[str, str] = {}
 _current = [""]
 _seen_codes: set[Any] = set()
