@@ -24,7 +24,7 @@ from typing import Any
 from foundry_ext.catalog.batch_size import check_batch_size_schedule
 from foundry_ext.catalog.registry import SCHEDULE_MODELS
 from foundry_ext.config.base import build
-from foundry_ext.config.durations import Duration
+from foundry_ext.config.durations import Duration, timestamp_of_batch
 from foundry_ext.config.errors import ConfigError, Problem
 from foundry_ext.config.train_yaml import max_duration, optimizer_lr
 from foundry_ext.schedules.base import run_check
@@ -114,7 +114,7 @@ def ramp_steps(cfg: Mapping[str, Any], world_size: int = 1) -> tuple[BatchPlan, 
     lr = optimizer_lr(cfg) or 1.0
     steps = []
     for k, step in enumerate(plan_steps):
-        before = plan_steps[k - 1] if k > 0 else step  # Composer's timestamp when it set this batch's LR
+        before = plan_steps[timestamp_of_batch(k)]  # Composer's timestamp when it set this batch's LR
         m = multiplier(before.batch, before.sample, before.sample * seq_len)
         steps.append(
             RampStep(step.batch, step.sample, step.sample * seq_len, step.size, step.stage, step.factor, m,
