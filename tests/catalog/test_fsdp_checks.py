@@ -1,7 +1,8 @@
 """foundry_ext.catalog.fsdp against what it mirrors: Composer's FSDP2 keys, a real torch.distributed.checkpoint folder.
 
-The bad configs themselves are rows of tests/catalog/test_bad_configs.py (validate and llm-foundry's train_from_yaml);
-the launcher runs are in tests/resume/test_fsdp_resume.py. Here: the facts those rows rely on, in one process.
+The bad configs themselves are rows of tests/catalog/corpus.py (through validate and llm-foundry's train_from_yaml in
+tests/catalog/test_bad_configs.py); the launcher runs are in tests/resume/test_fsdp_resume.py. Here: the facts those
+rows rely on, in one process.
 """
 
 from __future__ import annotations

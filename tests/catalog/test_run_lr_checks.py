@@ -1,17 +1,14 @@
-"""The whole LR of the run, checked before batch 0 (:mod:`foundry_ext.schedules.run_lr`), issue 21's cases.
+"""The whole LR of the run, checked before batch 0 (:mod:`foundry_ext.schedules.run_lr`): its cost, torch schedulers,
+and the checks a real Trainer makes with what only the run knows.
 
-Each case that used to train silently (LR 0 every batch, a plateau that never checks, a non-finite LR) or fail after
-the model was built (ZeroDivisionError, Composer's ``t_max`` ValueError, ``Cannot subtract 4ba from 20480tok``, an
-invalid ``optimizer.lr``) is checked twice: ``foundry-ext validate`` exits 2 with a line naming the YAML field, and
-llm-foundry's own ``train_from_yaml`` stops in the pre-flight config transform before the tokenizer, the model or
-the data are built (errors), or logs the warning line first (warnings: the run trains as configured).
+Issue 21's cases themselves (each used to train silently or fail after the model was built) are rows of the bad-config
+corpus, :mod:`tests.catalog.corpus` (``RUN_LR_BAD``): ``foundry-ext validate`` and llm-foundry's ``train_from_yaml``
+check each in ``tests/catalog/test_bad_configs.py``.
 """
 
 from __future__ import annotations
 
 import copy
-import logging
-import re
 import time
 import traceback
 from pathlib import Path
@@ -29,142 +26,6 @@ from foundry_ext.schedules.run_lr import run_lr_findings
 from tests.support.configs import tiny_train_config, write_train_yaml
 
 BASE: dict[str, Any] = tiny_train_config()
-TRAIN_LOSS = {"name": "reduce_lr_on_plateau", "monitor": "loss/train/total"}
-
-# id -> (changes to BASE, the field named, a fragment of the line, "error" or "warning")
-CASES: dict[str, tuple[dict[str, Any], str, str, str]] = {
-    "wsd-t_max-0dur": (
-        {"scheduler": {"name": "warmup_stable_decay", "t_warmup": "0ba", "t_decay": "0ba", "t_max": "0.001dur"}},
-        "scheduler.t_max", "converts to 0 batches", "error",
-    ),
-    "wsd_periods-peak-1e30": (
-        {"scheduler": {"name": "wsd_periods", "t_warmup": "2ba", "t_decay": "2ba", "periods": ["20ba", "40ba"],
-                       "peaks": [1, 1e30]}},
-        "scheduler", "x optimizer.lr (more than 1000x); check scheduler.peaks[1]", "error",
-    ),
-    "step-gamma-1e308": (
-        {"scheduler": {"name": "step", "step_size": "2ba", "gamma": 1e308}},
-        "scheduler", "the LR is not finite; check scheduler.gamma", "error",
-    ),
-    "step-step_size-0": (
-        {"scheduler": {"name": "step", "step_size": "0.001dur"}}, "scheduler.step_size", "converts to 0", "error"
-    ),
-    "exponential-decay_period-0": (
-        {"scheduler": {"name": "exponential", "gamma": 0.9, "decay_period": "0.001dur"}},
-        "scheduler.decay_period", "converts to 0", "error",
-    ),
-    "cosine-t_max-0": ({"scheduler": {"name": "cosine", "t_max": "0.001dur"}}, "scheduler.t_max", "converts to 0",
-                       "error"),
-    "inv_sqrt-tok-in-batch-run": (
-        {"scheduler": {"name": "inv_sqrt_with_warmup", "t_warmup": "4ba", "t_scale": "4ba", "t_cooldown": "4ba",
-                       "t_max": "20480tok"}},
-        "scheduler", "cannot be compared", "error",
-    ),
-    "constant_with_warmup-t_max-short": (
-        {"scheduler": {"name": "constant_with_warmup", "t_warmup": "2ba", "t_max": "10ba"}},
-        "scheduler.t_max", "shorter than the run", "error",
-    ),
-    "constant_with_warmup-tok-warmup": (
-        {"scheduler": {"name": "constant_with_warmup", "t_warmup": "512tok"}},
-        "scheduler", "cannot be compared", "error",
-    ),
-    "cosine_with_warmup-half": (
-        {"scheduler": {"name": "cosine_with_warmup", "t_warmup": "2ba", "t_max": "0.5dur"}},
-        "scheduler.t_max", "shorter than the run", "error",
-    ),
-    "linear_decay_with_warmup-half": (
-        {"scheduler": {"name": "linear_decay_with_warmup", "t_warmup": "2ba", "t_max": "0.5dur"}},
-        "scheduler.t_max", "shorter than the run", "error",
-    ),
-    "polynomial_with_warmup-half": (
-        {"scheduler": {"name": "polynomial_with_warmup", "t_warmup": "2ba", "t_max": "0.5dur"}},
-        "scheduler.t_max", "shorter than the run", "error",
-    ),
-    "plateau-base-step-0": (
-        {"scheduler": {"name": "reduce_lr_on_plateau", "base": {"name": "step", "step_size": "0.001dur"}}},
-        "scheduler.base.step_size", "converts to 0", "error",
-    ),
-    "optimizer-lr-nan": ({"optimizer": {"name": "decoupled_adamw", "lr": float("nan")}}, "optimizer.lr",
-                         "expected a finite number > 0", "error"),
-    "optimizer-lr-text-nan": ({"optimizer": {"name": "decoupled_adamw", "lr": "nan"}}, "optimizer.lr",
-                              "'nan' is not allowed", "error"),
-    "optimizer-lr-negative": ({"optimizer": {"name": "decoupled_adamw", "lr": -0.001}}, "optimizer.lr",
-                              "-0.001 is not allowed", "error"),
-    "optimizer-lr-zero": ({"optimizer": {"name": "decoupled_adamw", "lr": 0}}, "optimizer.lr", "0 is not allowed",
-                          "error"),
-    "plateau-check_interval-0": (
-        {"scheduler": {**TRAIN_LOSS, "check_interval": "0.001dur"}},
-        "scheduler.check_interval", "never checks its monitor", "warning",
-    ),
-    "plateau-check_interval-tok": (
-        {"scheduler": {**TRAIN_LOSS, "check_interval": "1000tok"}},
-        "scheduler.check_interval", "is never a multiple of 256 tok", "warning",
-    ),
-    "plateau-check_interval-longer": (
-        {"scheduler": {**TRAIN_LOSS, "check_interval": "50ba"}},
-        "scheduler.check_interval", "is longer than the run", "warning",
-    ),
-    "plateau-eval_interval-longer": (
-        {"eval_interval": "100ba", "scheduler": {"name": "reduce_lr_on_plateau"}},
-        "eval_interval", "never evaluates", "warning",
-    ),
-    "cosine_with_warmup-alpha_f-1e6": (
-        {"scheduler": {"name": "cosine_with_warmup", "t_warmup": "2ba", "alpha_f": 1e6}},
-        "scheduler", "the LR is 1e+06 x optimizer.lr (more than 1000x); check scheduler.alpha_f", "error",
-    ),
-    "linear-alpha_i-inf": (
-        {"scheduler": {"name": "linear", "alpha_i": 5000.0}},
-        "scheduler", "5000 x optimizer.lr (more than 1000x); check scheduler.alpha_i", "error",
-    ),
-    "wsd-ends-at-half-the-run": (
-        {"scheduler": {"name": "warmup_stable_decay", "t_warmup": "0ba", "t_decay": "0.25dur", "t_max": "0.5dur"}},
-        "scheduler.t_max", "the last 20 batches train at alpha_f (0)", "warning",  # issue 34: says why the LR is 0
-    ),
-}  # fmt: skip
-
-
-def _config(tmp_path: Path, changes: dict[str, Any]) -> Path:
-    return write_train_yaml(tmp_path / "cfg.yaml", BASE, changes)
-
-
-@pytest.mark.parametrize("case", list(CASES))
-def test_validate_stops_it_naming_the_field(case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    changes, field, fragment, kind = CASES[case]
-    config = _config(tmp_path, changes)
-    assert main(["validate", str(config), "--strict"]) == 2
-    err = capsys.readouterr().err
-    prefix = "warning: " if kind == "warning" else ""
-    lines = [line.removeprefix(f"{config}: ") for line in err.splitlines()]
-    assert any(line.startswith(f"{prefix}{field}: ") and fragment in line for line in lines), err
-    assert not re.search(r"Traceback|ZeroDivisionError|OverflowError|TypeError|ValueError", err), err
-
-
-@pytest.mark.parametrize("case", [c for c, v in CASES.items() if v[3] == "error"])
-def test_training_stops_before_building_anything(case: str, tmp_path: Path) -> None:
-    """llm-foundry's ``train_from_yaml``: the pre-flight transform raises before tokenizer, model or data exist."""
-    from llmfoundry.command_utils import train_from_yaml
-
-    changes, field, fragment, _ = CASES[case]
-    with pytest.raises(ConfigError) as raised:
-        train_from_yaml(str(_config(tmp_path, changes)), [])
-    frames = [frame.f_code.co_name for frame, _ in traceback.walk_tb(raised.value.__traceback__)]
-    assert "preflight_transform" in frames and "build_composer_model" not in frames
-    assert any(line.startswith(f"{field}: ") and fragment in line for line in str(raised.value).splitlines())
-
-
-@pytest.mark.parametrize("case", [c for c, v in CASES.items() if v[3] == "warning"])
-def test_training_warns_before_batch_0(case: str, caplog: pytest.LogCaptureFixture) -> None:
-    """The pre-flight transform llm-foundry runs first logs the warning line (the run then trains as configured)."""
-    from foundry_ext.catalog.preflight import preflight_transform
-    from foundry_ext.config import notices
-
-    changes, field, fragment, _ = CASES[case]
-    cfg = copy.deepcopy(BASE)
-    cfg.update(changes)
-    notices._seen.clear()
-    with caplog.at_level(logging.WARNING, logger="foundry_ext"):
-        assert preflight_transform(cfg) is cfg
-    assert any(f"warning: {field}: " in r.getMessage() and fragment in r.getMessage() for r in caplog.records)
 
 
 def test_whole_run_sweep_is_cheap() -> None:
@@ -192,7 +53,7 @@ TORCH_LINE = "scheduler: the LR of batch 5 is 10000 x optimizer.lr (more than 10
 
 
 def test_validate_sweeps_a_torch_scheduler(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    config = _config(tmp_path, {"scheduler": TORCH_GROWS})
+    config = write_train_yaml(tmp_path / "cfg.yaml", BASE, {"scheduler": TORCH_GROWS})
     assert main(["validate", str(config)]) == 2
     assert capsys.readouterr().err.splitlines()[0] == f"{config}: {TORCH_LINE}"
 
@@ -202,7 +63,7 @@ def test_training_stops_a_torch_scheduler_before_building_anything(tmp_path: Pat
     from llmfoundry.command_utils import train_from_yaml
 
     with pytest.raises(ConfigError) as raised:
-        train_from_yaml(str(_config(tmp_path, {"scheduler": TORCH_GROWS})), [])
+        train_from_yaml(str(write_train_yaml(tmp_path / "cfg.yaml", BASE, {"scheduler": TORCH_GROWS})), [])
     frames = [frame.f_code.co_name for frame, _ in traceback.walk_tb(raised.value.__traceback__)]
     assert "torch_run_transform" in frames and "build_composer_model" not in frames
     assert str(raised.value) == TORCH_LINE
