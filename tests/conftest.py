@@ -92,15 +92,16 @@ def schedule_order(items: list[Any]) -> None:
 
 # pytest-xdist (`bash scripts/test.sh`: two workers) hands out scopes, whole, in the workers' collection order (above).
 # A scope is a test file, so a module's fixtures are built once and a docs page's blocks run in order on one worker
-# (Sybil's blocks of a page share a namespace and a folder). KILLS_MID_RUN: every file with a test marked
-# `kills_mid_run` (it SIGKILLs a launched run at a moment it waits for: mid-write, mid-batch), one scope run first and
-# one test at a time on one worker, so two such tests never race each other for the cores. Then the other files that
-# start ranks of their own (tests/support/multirank.py or `composer -n 2`: the heaviest, the finished run relaunched
-# 20 times among them), then the other files with a slow test, then the quick files: the longest work is handed out
-# first (schedule_order).
+# (Sybil's blocks of a page share a namespace and a folder). The files with a test marked `kills_mid_run` (it SIGKILLs
+# a launched run at a moment it waits for: mid-write, mid-batch) are handed out first, then the other files that start
+# ranks of their own (tests/support/multirank.py or `composer -n 2`: the heaviest, the world-size changes among them),
+# then the other files with a slow test, then the quick files: the longest work is handed out first
+# (schedule_order). The kill files once formed one scope, run one after another on one worker so that two never
+# shared the cores; they share them with the other worker's 2-rank runs all the same (each moment is a state of the
+# folder or the log that the test waits for, under any load), and that one worker's 25 minutes became the suite's
+# length while the other sat idle (this round's fresh-clone run, docs/contributing.md).
 # (Not xdist's own `--dist loadgroup`: pytest-xdist 3.8 marks a group by rewriting a private attribute of the test
 # that pytest 9 no longer reads.)
-KILLS_MID_RUN = "kills-mid-run"
 _KILLS = re.compile(r"pytest\.mark\.kills_mid_run")
 _STARTS_RANKS = re.compile(r"tests\.support\.multirank|\"-n\", \"2\"")
 
@@ -112,16 +113,16 @@ def _text(path: str) -> str:
 
 
 def _scope(nodeid: str) -> str:
-    """The scope a test is scheduled with: KILLS_MID_RUN, or its file (``tests/x/test_y.py``, ``docs/cli.md``)."""
-    path = nodeid.split("::", 1)[0]
-    return KILLS_MID_RUN if _KILLS.search(_text(path)) else path
+    """The scope a test is scheduled with: its file (``tests/x/test_y.py``, ``docs/cli.md``)."""
+    return nodeid.split("::", 1)[0]
 
 
 def _order(nodeid: str) -> int:
-    """0: the KILLS_MID_RUN scope, 1: another file that starts ranks, 2: the rest."""
-    if _scope(nodeid) == KILLS_MID_RUN:
+    """0: a file with a ``kills_mid_run`` test, 1: another file that starts ranks, 2: the rest."""
+    text = _text(_scope(nodeid))
+    if _KILLS.search(text):
         return 0
-    return 1 if _STARTS_RANKS.search(_text(nodeid.split("::", 1)[0])) else 2
+    return 1 if _STARTS_RANKS.search(text) else 2
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:

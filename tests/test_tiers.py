@@ -163,12 +163,12 @@ def test_the_file_reading_sees_heavy_tests(tmp_path: Path) -> None:
     assert quick_tests(marked) == ()
 
 
-def test_the_full_suite_s_workers_keep_the_kills_in_one_scope_and_every_other_file_whole() -> None:
+def test_the_full_suite_s_workers_take_the_kills_first_and_every_file_whole() -> None:
     """tests/conftest.py's pytest-xdist scheduling (`bash scripts/test.sh`: two workers), on the
     nodeids the workers report."""
-    from tests.conftest import KILLS_MID_RUN, _order, _scope
+    from tests.conftest import _order, _scope
 
-    kills = [  # the launcher tests that SIGKILL a run at a moment: never two at once
+    kills = [  # the launcher tests that SIGKILL a run at a moment: each file its own scope, handed out first
         "tests/resume/test_checkpoint_faults.py::test_kill_at_ten_moments_then_the_same_command_resumes_exactly",
         "tests/resume/test_folder_owner.py::test_two_launchers_on_one_folder",
         "tests/resume/test_two_nodes.py::test_two_nodes_kill_one_restart_both",
@@ -176,10 +176,10 @@ def test_the_full_suite_s_workers_keep_the_kills_in_one_scope_and_every_other_fi
         "tests/anneal/test_anneal_exact.py::test_a_killed_branch_resumes_from_its_own_checkpoint_and_trains_as_the_"
         "planned_run",
     ]
-    assert {_scope(nodeid) for nodeid in kills} == {KILLS_MID_RUN}
+    assert [_scope(nodeid) for nodeid in kills] == [nodeid.split("::")[0] for nodeid in kills]
     assert {_order(nodeid) for nodeid in kills} == {0}
     ranks = [  # other 2-rank files: each its own scope, handed out next
-        "tests/resume/test_clean_exit.py::test_the_finished_run_relaunch_exits_0_every_time",
+        "tests/resume/test_clean_exit.py::test_a_refusal_at_the_first_call_ends_both_ranks_with_status_2",
         "tests/lr_find/test_lr_find.py::test_two_ranks_through_the_launcher_agree",
         "tests/spike/test_guard.py::test_two_ranks_decide_alike_and_skip_bitwise",
     ]
@@ -206,7 +206,7 @@ def test_within_each_class_the_files_with_a_slow_test_go_first_and_the_quick_fil
         def get_closest_marker(self, name: str) -> object | None:
             return object() if name == "slow" and self.slow else None
 
-    relaunch = "tests/resume/test_clean_exit.py::test_the_finished_run_relaunch_exits_0_every_time"
+    relaunch = "tests/resume/test_clean_exit.py::test_a_refusal_at_the_first_call_ends_both_ranks_with_status_2"
     collected = [
         Item("docs/cli.md::line:1,column:1"),  # a quick block of a page that trains further down: its page is heavy
         Item("docs/cli.md::line:9,column:1", slow=True),
