@@ -39,6 +39,7 @@ from sybil import Example, Sybil
 from sybil.integration.pytest import SybilFile
 from sybil.parsers.markdown import CodeBlockParser, PythonCodeBlockParser, SkipParser
 
+from tests.support.configs import write_train_yaml
 from tests.support.launcher import REPO
 
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
@@ -181,8 +182,7 @@ def evaluate_yaml(example: Example) -> str | None:
     if "max_duration" not in fragment:
         base["max_duration"] = "100000ba"
     merged = _merge(base, fragment)
-    path = workdir / f"doc-line-{example.line}.yaml"
-    path.write_text(yaml.safe_dump(merged))
+    path = write_train_yaml(workdir / f"doc-line-{example.line}.yaml", merged)
     done = run(f".venv/bin/foundry-ext validate {path.name}", workdir)
     if done.returncode != 0:
         return f"foundry-ext validate of the block merged over yamls/tiny-wsd.yaml:\n{done.stdout}"
