@@ -56,11 +56,11 @@ class ScheduleError(Exception):
     """
 
     def __init__(self, name: str, cause: BaseException, batch: int | None = None) -> None:
-        from foundry_ext.config.train_yaml import one_line
+        from foundry_ext.config.train_yaml import error_message
 
         self.name, self.cause, self.batch = name, cause, batch
         where = "" if batch is None else f" failed at batch {batch}"
-        super().__init__(f"scheduler ({name}){where}: {type(cause).__name__}: {one_line(cause)}")
+        super().__init__(f"scheduler ({name}){where}: {type(cause).__name__}: {error_message(cause)}")
 
 
 def timestamps(batches: np.ndarray) -> np.ndarray:
@@ -287,15 +287,11 @@ class LRPipeline:
 
 def _check_name(name: Any) -> None:
     from foundry_ext.catalog.preflight import known_scheduler_names
-    from foundry_ext.config.errors import ConfigError, scheduler_did_you_mean
+    from foundry_ext.config.errors import ConfigError, not_a_scheduler
 
     names = known_scheduler_names()
     if name not in names:
-        raise ConfigError(
-            "scheduler.name",
-            f"{name!r} is not a registered scheduler{scheduler_did_you_mean(str(name), names)}; "
-            "`foundry-ext schedulers` lists all",
-        )
+        raise ConfigError("scheduler.name", not_a_scheduler(name, names))
 
 
 def batch_lrs(

@@ -43,7 +43,7 @@ from foundry_ext.catalog.registry import (
 )
 from foundry_ext.config.base import build
 from foundry_ext.config.durations import UnknownBatchesPerEpoch, parse
-from foundry_ext.config.errors import ConfigError, Problem, did_you_mean, scheduler_did_you_mean, stop_run
+from foundry_ext.config.errors import ConfigError, Problem, did_you_mean, not_a_scheduler, stop_run
 from foundry_ext.config.notices import warn_once
 from foundry_ext.config.train_yaml import RunClock, drop_null_scheduler_keys, run_clock
 from foundry_ext.schedules.base import ScheduleModel, run_check
@@ -148,13 +148,7 @@ def _check_scheduler(block: dict[str, Any], found: Findings) -> ScheduleModel | 
     name = block["name"]
     names = known_scheduler_names()
     if name not in names:
-        found.errors.append(
-            Problem(
-                "scheduler.name",
-                f"{name!r} is not a registered scheduler{scheduler_did_you_mean(str(name), names)}; "
-                "`foundry-ext schedulers` lists all",
-            )
-        )
+        found.errors.append(Problem("scheduler.name", not_a_scheduler(name, names)))
         return None
     try:
         model = validate_block(block, "scheduler")
@@ -169,8 +163,7 @@ def _check_scheduler(block: dict[str, Any], found: Findings) -> ScheduleModel | 
     base = getattr(model, "base", None)
     if isinstance(base, Mapping):
         if base["name"] not in names:
-            hint = scheduler_did_you_mean(str(base["name"]), names)
-            found.errors.append(Problem("scheduler.base.name", f"{base['name']!r} is not a registered scheduler{hint}"))
+            found.errors.append(Problem("scheduler.base.name", not_a_scheduler(base["name"], names)))
             return None
         base_model = validate_block(base, "scheduler.base")  # valid: the plateau model checked it
         if base_model is not None:

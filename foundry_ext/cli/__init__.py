@@ -13,6 +13,12 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from foundry_ext.text import one_line
+
+if TYPE_CHECKING:
+    from foundry_ext.config.errors import ConfigError
 
 __all__ = ["UsageError", "main"]
 
@@ -76,18 +82,16 @@ def read_metrics(path: str, monitor: str | None = None) -> list[tuple[int, float
 
 
 class UsageError(Exception):
-    """Bad input to a subcommand: printed as one line, exit status 2."""
+    """Bad input to a subcommand: printed as one line (escaped by :func:`foundry_ext.text.one_line`), exit status 2."""
 
+    @classmethod
+    def of_config(cls, error: ConfigError) -> UsageError:
+        """A config's problems on the one error line every command prints: ``<yaml.field>: <problem>`` joined by ``; ``.
 
-def one_line(text: str) -> str:
-    r"""``text`` with every character that is not printable escaped (``\r``, ``\x00``, ``\u2028``).
-
-    A value a user typed (``--decay $'\r'``) or a file holds stays on the error's one line instead of breaking it or
-    overwriting its start.
-    """
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+        Each problem says what is allowed (:class:`~foundry_ext.config.errors.Problem`). One line, as every refusal
+        is; ``validate`` alone lists the problems a line each, as its report.
+        """
+        return cls("; ".join(str(p) for p in error.problems))
 
 
 def _version() -> str:

@@ -181,23 +181,20 @@ def _warn(lines: list[str], strict: bool) -> None:
 
 def _check_scheduler_name(config: str, overrides: list[str]) -> str | None:
     """A misspelt scheduler.name, answered with a did-you-mean before the LR pipeline imports Composer; the name."""
-    from foundry_ext.catalog.preflight import known_scheduler_names, scheduler_did_you_mean
-    from foundry_ext.config.errors import ConfigError
+    from foundry_ext.catalog.preflight import known_scheduler_names
+    from foundry_ext.config.errors import ConfigError, not_a_scheduler
     from foundry_ext.config.train_yaml import load_train_config, run_clock
 
     try:
         cfg = load_train_config(config, list(overrides))
     except ConfigError as e:
-        raise UsageError("; ".join(map(str, e.problems))) from None
+        raise UsageError.of_config(e) from None
     block = cfg.get("scheduler")
     name = block.get("name") if isinstance(block, dict) else None
     if isinstance(name, str):
         names = known_scheduler_names()
         if name not in names:
-            raise UsageError(
-                f"scheduler.name {name!r} is not a registered scheduler{scheduler_did_you_mean(name, names)}; "
-                "`foundry-ext schedulers` lists all"
-            )
+            raise UsageError.of_config(ConfigError("scheduler.name", not_a_scheduler(name, names)))
     try:
         total = run_clock(cfg).total_batches
     except Exception:  # the pipeline names the problem itself
@@ -232,7 +229,7 @@ def _yaml_lrs(config: str, overrides: list[str], metrics_path: str | None = None
     except UnknownBatchesPerEpoch:
         raise UsageError("max_duration or a scheduler duration is in 'ep': give it in batches ('ba')") from None
     except ConfigError as e:
-        raise UsageError("; ".join(map(str, e.problems))) from None
+        raise UsageError.of_config(e) from None
     except ScheduleError as e:
         raise UsageError(str(e)) from None
 
@@ -397,7 +394,7 @@ def _tune(args: argparse.Namespace) -> int:
     except TuneError as e:
         raise UsageError(str(e)) from None
     except ConfigError as e:
-        raise UsageError("; ".join(map(str, e.problems))) from None
+        raise UsageError.of_config(e) from None
     _law_notes(law, args.law)
     warned = sorted({w for c in rows for w in (c.warnings or [])})
     _warn([f"{NO_CUTS}: ranked as such"] if plateau else [], args.strict)

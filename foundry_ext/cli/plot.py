@@ -96,7 +96,7 @@ def _plot_ramp(args: argparse.Namespace, cfg: dict, start: float) -> int:
     """A run whose batch grows: the LR of every step as the Trainer applies it (:mod:`foundry_ext.batch_preview`)."""
     from foundry_ext.batch_preview import ramp_steps, stage_lines
     from foundry_ext.config.errors import ConfigError
-    from foundry_ext.config.train_yaml import one_line
+    from foundry_ext.config.train_yaml import error_message
     from foundry_ext.lr_chart import text_chart
     from foundry_ext.lr_figure import render_png
 
@@ -122,7 +122,7 @@ def _plot_ramp(args: argparse.Namespace, cfg: dict, start: float) -> int:
                     (s.batch, s.token, s.sample, s.size, s.stage, repr(s.factor), repr(s.lr)) for s in steps
                 )
         except OSError as e:
-            raise UsageError(f"--csv {args.csv}: cannot write: {one_line(e)}") from None
+            raise UsageError(f"--csv {args.csv}: cannot write: {error_message(e)}") from None
         print(f"wrote {args.csv} ({len(steps)} rows)")
     sizes = " -> ".join(map(str, plan.sizes))
     try:
@@ -159,7 +159,7 @@ def _non_negative_int(text: str) -> int:
 def run(args: argparse.Namespace) -> int:
     """Build the pipeline, evaluate it at the sampled batches, print the report and draw the PNG."""
     from foundry_ext.config.errors import ConfigError
-    from foundry_ext.config.train_yaml import one_line
+    from foundry_ext.config.train_yaml import error_message
     from foundry_ext.law.lawfile import LawFileError
     from foundry_ext.lr_chart import law_curve, report, sample_batches
     from foundry_ext.lr_figure import draw
@@ -215,7 +215,7 @@ def run(args: argparse.Namespace) -> int:
                 writer.writerow(["batch", "multiplier", "lr"])
                 writer.writerows((b, repr(v / p.base_lr), repr(v)) for b, v in zip(xs, lrs.tolist(), strict=True))
         except OSError as e:
-            raise UsageError(f"--csv {args.csv}: cannot write: {one_line(e)}") from None
+            raise UsageError(f"--csv {args.csv}: cannot write: {error_message(e)}") from None
         print(f"wrote {args.csv} ({len(xs)} rows)")
     if loss_curve is not None:
         print(f"--law {args.law}: predicted {loss_curve[2]} loss after the last batch {loss_curve[1][-1]:.4f}")

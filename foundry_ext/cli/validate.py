@@ -122,7 +122,7 @@ def _evaluate(cfg: dict[str, Any], found: Any, warnings: list[str]) -> list[str]
     """The LR of the first and the last batch, as the Trainer computes them: runs the scheduler's own checks."""
     from foundry_ext.config.durations import UnknownBatchesPerEpoch
     from foundry_ext.config.errors import ConfigError
-    from foundry_ext.config.train_yaml import one_line
+    from foundry_ext.config.train_yaml import error_message
     from foundry_ext.lr_pipeline import BatchesPerEpochNeeded, LRPipeline, ScheduleError
 
     clock = found.clock
@@ -145,7 +145,7 @@ def _evaluate(cfg: dict[str, Any], found: Any, warnings: list[str]) -> list[str]
     except ConfigError as e:
         return [str(p) for p in e.problems]
     except ScheduleError as e:  # a scheduler of another package failing to build: its own message
-        return [f"scheduler ({e.name}): cannot be built: {one_line(e.cause)}"]
+        return [f"scheduler ({e.name}): cannot be built: {error_message(e.cause)}"]
     warnings += [str(w) for w in pipeline.warnings]
     problems = []
     for batch in sorted({0, max(total - 1, 0)}):
@@ -154,7 +154,7 @@ def _evaluate(cfg: dict[str, Any], found: Any, warnings: list[str]) -> list[str]
         except ConfigError as e:
             return [str(p) for p in e.problems]
         except ScheduleError as e:
-            return [f"scheduler ({e.name}): fails at batch {batch}: {one_line(e.cause) or 'no message'}"]
+            return [f"scheduler ({e.name}): fails at batch {batch}: {error_message(e.cause) or 'no message'}"]
         if not math.isfinite(value) or value < 0:
             problems.append(
                 f"scheduler: the LR multiplier of batch {batch} is {value!r}; expected a finite number >= 0"

@@ -28,6 +28,7 @@ __all__ = [
     "did_you_mean",
     "join_path",
     "let_rank_zero_exit_first",
+    "not_a_scheduler",
     "stop_run",
     "yaml_path",
 ]
@@ -114,6 +115,27 @@ def scheduler_did_you_mean(name: str, names: Sequence[str]) -> str:
     if alias in names:
         return f" (did you mean '{alias}'?)"
     return did_you_mean(name, names)
+
+
+def not_a_scheduler(name: object, names: Sequence[str], *, callbacks: Sequence[str] = ()) -> str:
+    """The problem of a ``scheduler.name`` (or ``scheduler.base.name``) no registry holds: the one wording of it.
+
+    ``'wsdd' is not a registered scheduler (did you mean 'wsd'?); `foundry-ext schedulers` lists all``. Given
+    ``callbacks`` (``foundry-ext schedulers NAME`` looks a name up among this package's callbacks too), the guess is
+    made among both and both lists are given, since the command's own listing shows only the schedulers.
+
+    Args:
+        name (object): The name as the YAML or the command line gave it.
+        names (Sequence[str]): The registered scheduler names.
+        callbacks (Sequence[str], optional): This package's callback names, when they were searched too.
+    """
+    hint = scheduler_did_you_mean(str(name), [*names, *callbacks])
+    if callbacks:
+        return (
+            f"{name!r} is not a registered scheduler{hint} nor one of this package's callbacks; "
+            f"schedulers: {', '.join(names)}; callbacks: {', '.join(callbacks)}"
+        )
+    return f"{name!r} is not a registered scheduler{hint}; `foundry-ext schedulers` lists all"
 
 
 def join_path(prefix: str, loc: Iterable[str | int]) -> str:

@@ -23,9 +23,9 @@ from foundry_ext.config.errors import ConfigError
 __all__ = [
     "RunClock",
     "drop_null_scheduler_keys",
+    "error_message",
     "load_train_config",
     "max_duration",
-    "one_line",
     "optimizer_lr",
     "read_train_yaml",
     "run_clock",
@@ -33,7 +33,7 @@ __all__ = [
 ]
 
 
-def one_line(error: BaseException) -> str:
+def error_message(error: BaseException) -> str:
     """An exception as one line: its message with newlines folded, or its type when it has none."""
     text = " ".join(str(error).split())
     if isinstance(error, KeyError) and error.args:
@@ -84,7 +84,7 @@ def read_train_yaml(path: str) -> Any:
             f"{path}: not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset {e.start}); a train YAML is UTF-8"
         ) from None
     except OSError as e:
-        raise fail(f"{path}: cannot read: {one_line(e)}") from None
+        raise fail(f"{path}: cannot read: {error_message(e)}") from None
     except Exception as e:  # yaml.YAMLError and OmegaConf's own errors: both mean "not a valid YAML config"
         if _too_deep(e):
             key, line = _deepest(path)
@@ -93,7 +93,7 @@ def read_train_yaml(path: str) -> Any:
             raise fail(
                 f"{path}: invalid YAML: values nested too deep{where} (hundreds of levels; a train config nests a few)"
             ) from None
-        raise fail(f"{path}: invalid YAML: {one_line(e)}") from None
+        raise fail(f"{path}: invalid YAML: {error_message(e)}") from None
     if not isinstance(cfg, DictConfig):
         raise fail(f"{path}: expected a mapping of train settings at the top level, got {type(cfg).__name__}")
     return cfg
@@ -120,7 +120,7 @@ def load_train_config(path: str, overrides: list[str] | tuple[str, ...] = ()) ->
         try:
             cfg = OmegaConf.merge(cfg, OmegaConf.from_cli(list(overrides)))
         except Exception as e:  # OmegaConf reports a bad dotted key or value as various error types
-            raise fail(f"overrides {' '.join(overrides)}: {one_line(e)}") from None
+            raise fail(f"overrides {' '.join(overrides)}: {error_message(e)}") from None
     code_paths = cfg.get("code_paths", None)
     if code_paths is not None and not (
         isinstance(code_paths, ListConfig) and all(isinstance(p, str) for p in code_paths)
@@ -135,7 +135,7 @@ def load_train_config(path: str, overrides: list[str] | tuple[str, ...] = ()) ->
         try:
             import_file(code_path)
         except Exception as e:
-            raise fail(f"code_paths: cannot import {code_path}: {one_line(e)}") from None
+            raise fail(f"code_paths: cannot import {code_path}: {error_message(e)}") from None
     try:
         resolved = OmegaConf.to_container(cfg, resolve=True)
     except OmegaConfBaseException as e:

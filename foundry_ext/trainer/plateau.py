@@ -25,7 +25,7 @@ from composer.utils import dist
 from foundry_ext.catalog.callbacks import PlateauCallbackKeys
 from foundry_ext.config.base import build
 from foundry_ext.config.durations import convert, max_duration_of, now
-from foundry_ext.config.errors import ConfigError, Problem, scheduler_did_you_mean, stop_run, yaml_path
+from foundry_ext.config.errors import ConfigError, Problem, not_a_scheduler, stop_run, yaml_path
 from foundry_ext.config.notices import warn_once
 from foundry_ext.schedules.plateau import DEFAULT_MONITOR, ReduceLROnPlateau
 from foundry_ext.schedules.plateau_rule import Cut, PlateauState
@@ -420,11 +420,7 @@ def build_base(block: Mapping[str, Any], path: str) -> ComposerScheduler:
         cls = registry.schedulers.get(name)
     except catalogue.RegistryError:
         names = sorted(registry.schedulers.get_all())
-        raise ConfigError(
-            f"{path}.name",
-            f"{name!r} is not a registered scheduler{scheduler_did_you_mean(str(name), names)}; "
-            f"available: {', '.join(names)}",
-        ) from None
+        raise ConfigError(f"{path}.name", not_a_scheduler(name, names)) from None
     with yaml_path(path):
         try:
             return cls(**config)

@@ -107,7 +107,7 @@ def test_zz_report_the_stages() -> None:
 # What the fuzzer found (each a regular test, fixed).
 FOUND = {
     # the value was printed raw: a carriage return sent the cursor back and the line's start was overwritten
-    # (fixed for every command where the error line is printed: foundry_ext.cli.one_line)
+    # (fixed for every command where the error line is printed: foundry_ext.text.one_line)
     "decay-carriage-return": ({"decay": "\r"}, "error: --decay \\r: '\\r' is not a duration"),
     "shape-line-separator": ({"shape": "a\u2028b"}, "error: --shape a\\u2028b: not a decay shape"),
     # a valid branch whose --out name is over the file system's 255 bytes: OSError traceback from write_branch

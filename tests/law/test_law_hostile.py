@@ -157,7 +157,7 @@ OPTIONS = {  # name -> (argv after `law`, with {law} and {tmp}; the message's pa
     "predict-1e9-batches": (["predict", "{law}", TINY_WSD, "max_duration=1000000000ba"],
                             "max_duration: 1,000,000,000 batches; law predict and tune take at most 10,000,000"),
     "predict-misspelt-scheduler": (["predict", "{law}", TINY_WSD, "scheduler.name=warmup_stable_decy"],
-                                   "scheduler.name 'warmup_stable_decy' is not a registered scheduler (did you mean "
+                                   "scheduler.name: 'warmup_stable_decy' is not a registered scheduler (did you mean "
                                    "'warmup_stable_decay'?)"),
     "grid-empty-value": (["tune", "{law}", TINY_WSD, "--grid", "scheduler.t_decay=0.1dur,,0.2dur"],
                          "an empty value; expected KEY=V1,V2,... with no empty item"),
