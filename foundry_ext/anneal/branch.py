@@ -12,8 +12,6 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import socket
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +19,8 @@ from typing import Any
 
 from foundry_ext.anneal.options import AnnealError, parse_decay, parse_floor, parse_shape
 from foundry_ext.anneal.source import Source, read_source
+from foundry_ext.catalog.callbacks import CheckpointGuardConfig
+from foundry_ext.checkpoint.owner import live_owner
 from foundry_ext.config.durations import Duration, DurationError, parse, timestamp_of_batch
 from foundry_ext.config.errors import ConfigError
 from foundry_ext.config.train_yaml import load_train_config, max_duration
@@ -31,8 +31,6 @@ __all__ = ["KEPT_FOLDER", "Branch", "keep_source", "plan_branch", "write_branch"
 _MODEL_KEYS = ("d_model", "n_heads", "n_layers", "expansion_ratio", "max_seq_len", "vocab_size")
 # Optimizer hyperparameters Composer restores from the checkpoint (a YAML change would be ignored silently).
 _OPTIMIZER_KEYS = ("betas", "eps", "weight_decay")
-_OWNER_FILE, _LOCK_FILE = ".foundry-ext-owner.json", ".foundry-ext-owner.lock"  # trainer/checkpoint_guard/owner.py
-_STALE_AFTER_S = 30.0  # checkpoint_guard's default stale_after
 # The branch's own copy of its source checkpoint, inside its save folder. Composer's autoresume reads only the folder's
 # `latest-rank{rank}.pt`, its rotation deletes only what the run itself saved, and a name without digits matches no
 # checkpoint name checkpoint_guard looks for (each has a batch or an epoch): none of them sees this folder.
@@ -419,46 +417,12 @@ def _folder(cfg: Mapping[str, Any], overrides: Sequence[str], source: Source, ru
             f"save_folder={folder}: the stable run's folder (where {source.path.name} is); a branch saves into a "
             "folder of its own (leave save_folder out and one is derived)"
         )
-    busy = _live_owner(real)
+    busy = live_owner(real, CheckpointGuardConfig.model_fields["stale_after"].default)  # the guard's default
     if busy:
         raise AnnealError(
             f"save_folder={folder}: owned by a live run, {busy}; give the branch another folder (save_folder=...)"
         )
     return folder
-
-
-def _live_owner(folder: Path) -> str | None:
-    """Who owns ``folder`` now (checkpoint_guard's lock held, or a fresh heartbeat from another host), else None."""
-    from foundry_ext.trainer.checkpoint_guard.owner import read_record  # the standard library only
-
-    lock, record_path = folder / _LOCK_FILE, folder / _OWNER_FILE
-    record = read_record(record_path) or {}  # a garbled record is none, as checkpoint_guard reads it
-    who = f"run {record.get('run_name')!r} (host {record.get('host')}, pid {record.get('pid')})" if record else "a run"
-    if lock.exists():
-        try:
-            import fcntl
-        except ImportError:  # no locks (Windows): the heartbeat decides
-            fcntl = None  # type: ignore[assignment]
-        if fcntl is not None:
-            try:
-                fd = os.open(lock, os.O_RDONLY)
-            except OSError:
-                fd = None
-            if fd is not None:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # shared: never blocks the owner's own checks
-                    fcntl.flock(fd, fcntl.LOCK_UN)
-                except BlockingIOError:
-                    return f"{who}, which holds its lock"
-                except OSError:
-                    pass
-                finally:
-                    os.close(fd)
-    if record and record.get("host") != socket.gethostname():
-        age = time.time() - float(record.get("heartbeat", 0))
-        if age < _STALE_AFTER_S:
-            return f"{who}, whose last heartbeat was {age:.0f} s ago"
-    return None
 
 
 # -- the schedule ----------------------------------------------------------------------------------------------------

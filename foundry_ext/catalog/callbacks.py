@@ -55,7 +55,7 @@ class CheckpointGuardConfig(ConfigModel):
             ``Trainer.fit()`` raise "No training would occur". Set ``false`` if your code calls
             ``Trainer.fit(duration=...)`` or ``fit(reset_time=True)`` to train further. Default = ``true``.
         stale_after (float): Seconds without a heartbeat after which the run that owns ``save_folder`` (its
-            ownership record, :mod:`foundry_ext.trainer.checkpoint_guard.owner`) is taken to be gone and a new run
+            ownership record, :mod:`foundry_ext.checkpoint.owner`) is taken to be gone and a new run
             takes the folder over. On the owner's own host its released lock says so at once. Default = ``300``.
         heartbeat_interval (float): Seconds between two renewals of the owner's heartbeat; at most a third of
             ``stale_after``. Default = ``30``.

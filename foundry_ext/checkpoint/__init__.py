@@ -17,7 +17,16 @@ result into the rows ``foundry-ext inspect`` prints. One module per job, in the 
 * :mod:`~foundry_ext.checkpoint.sharded`: a sharded folder's non-tensor values;
 * :mod:`~foundry_ext.checkpoint.rows`: :func:`describe`, the rows (not ``describe.py``: importing a submodule sets
   the package attribute of its name, which would hide the function);
-* :mod:`~foundry_ext.checkpoint.errors`: :class:`CheckpointError` and one-line texts.
+* :mod:`~foundry_ext.checkpoint.errors`: :class:`CheckpointError` and one-line texts;
+* :mod:`~foundry_ext.checkpoint.limits`: the reader's bounds; :mod:`~foundry_ext.checkpoint.dcp_metadata`: the
+  allow-listed unpickler of a sharded folder's ``.metadata``.
+
+Beside the reader, for a run about to load or save, without torch or Composer at their top:
+
+* :mod:`~foundry_ext.checkpoint.layout`: what a checkpoint path is (a file, a sharded folder) and whether a sharded
+  folder is complete (the pre-flight check and ``checkpoint_guard`` ask it);
+* :mod:`~foundry_ext.checkpoint.owner`: a save folder's one owner, its lock and heartbeat record (taken by
+  ``checkpoint_guard``, looked at by ``foundry-ext anneal``).
 
 Three layouts are understood:
 

@@ -522,7 +522,7 @@ def test_a_garbled_owner_record_is_no_owner_as_checkpoint_guard_reads_it(
     """Issue 46: a heartbeat of 'abc' in another host's record was a ValueError traceback.
 
     checkpoint_guard reads a record that is not JSON as none (the lock decides); one with a heartbeat that is not a
-    time says no more about a live owner, and is read the same (trainer/checkpoint_guard/owner.py ``read_record``).
+    time says no more about a live owner, and is read the same (checkpoint/owner.py ``read_record``).
     """
     folder = _garbled_owner(tmp_path / "g", heartbeat)
     out = tmp_path / "branch.yaml"

@@ -27,8 +27,8 @@ from pathlib import Path
 
 import pytest
 
+from foundry_ext.checkpoint.owner import OWNER_FILE
 from foundry_ext.trainer.checkpoint_guard.finished import FINISHED, _decide, _settings, finished_run_transform
-from foundry_ext.trainer.checkpoint_guard.owner import OWNER_FILE
 from tests.support.multirank import launch_and_wait, rank_statuses
 from tests.support.references import FSDP_ENV, TINY_FSDP, TINY_RESUME, fsdp_overrides, uninterrupted_overrides
 

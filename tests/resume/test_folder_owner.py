@@ -1,4 +1,4 @@
-"""A save folder has one owner (:mod:`foundry_ext.trainer.checkpoint_guard.owner`): unit checks, then the real launcher.
+"""A save folder has one owner (:mod:`foundry_ext.checkpoint.owner`): unit checks, then the real launcher.
 
 Through ``composer -n 2 train.py yamls/tiny-resume.yaml`` (2 ranks per launcher): a second launcher on the same
 ``save_folder`` is refused with one line while the first runs, and changes nothing; after a SIGKILL of the first (in
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from foundry_ext.trainer.checkpoint_guard.owner import LOCK_FILE, OWNER_FILE, FolderBusy, FolderUnwritable, Ownership
+from foundry_ext.checkpoint.owner import LOCK_FILE, OWNER_FILE, FolderBusy, FolderUnwritable, Ownership, live_owner
 from tests.support.launcher import REPO
 from tests.support.multirank import FAULT_HOOKS, JSONL_LOGGER, checkpoint_differences, kill, launch, rank_statuses
 
@@ -118,6 +118,75 @@ def test_heartbeat_is_renewed_while_the_run_lives(tmp_path: Path) -> None:
     assert _record(tmp_path)["heartbeat"] > first
     owner.release()
     assert not (tmp_path / OWNER_FILE).exists() and (tmp_path / LOCK_FILE).exists()
+
+
+# -- looking without taking (anneal's branch folder, the early exit of a finished run) ------------------------------
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+def test_a_look_names_the_run_that_holds_the_lock_and_takes_nothing(tmp_path: Path) -> None:
+    owner = Ownership(tmp_path, "first", stale_after=60, heartbeat_interval=1)
+    assert owner.acquire() is None
+    before = _files(tmp_path)
+    line = live_owner(tmp_path, stale_after=60)
+    assert line == f"run 'first' (host {socket.gethostname()}, pid {os.getpid()}), which holds its lock"
+    assert _files(tmp_path) == before  # nothing written, and the owner's lock still held
+    with pytest.raises(FolderBusy):
+        Ownership(tmp_path, "second", stale_after=60, heartbeat_interval=1).acquire()
+    owner.release()
+    assert live_owner(tmp_path, stale_after=60) is None
+    assert not (tmp_path / OWNER_FILE).exists()
+
+
+def test_a_look_at_an_empty_folder_creates_nothing(tmp_path: Path) -> None:
+    assert live_owner(tmp_path, stale_after=60) is None and _files(tmp_path) == {}
+    assert live_owner(tmp_path / "not-made", stale_after=60) is None and not (tmp_path / "not-made").exists()
+
+
+@pytest.mark.parametrize(
+    ("host", "pid", "age", "lock_file", "live"),
+    [
+        pytest.param("here", "self", 0.0, False, "whose process is alive", id="this-host-no-lock-file-alive"),
+        pytest.param("here", "self", 9000.0, False, "whose process is alive", id="this-host-no-lock-file-old-beat"),
+        pytest.param("here", "dead", 0.0, False, None, id="this-host-no-lock-file-dead"),
+        pytest.param("here", "self", 0.0, True, None, id="this-host-free-lock"),  # exact here: the guard takes it
+        pytest.param("other-host", 1, 10.0, False, "whose last heartbeat was 10 s ago", id="other-host-fresh"),
+        pytest.param("other-host", 1, 10.0, True, "whose last heartbeat was 10 s ago", id="other-host-fresh-lock"),
+        pytest.param("other-host", 1, 120.0, True, None, id="other-host-stale"),
+    ],
+)
+def test_a_look_at_a_record_without_a_held_lock(
+    tmp_path: Path, host: str, pid: object, age: float, lock_file: bool, live: str | None
+) -> None:
+    """Without a held lock the record decides: on this host its process (when there is no lock to read), elsewhere
+    its heartbeat against ``stale_after``. Where the guard would refuse the folder, the look says it is owned."""
+    now = time.time()
+    pid = {"self": os.getpid(), "dead": 2**22 + 1}.get(pid, pid)  # type: ignore[arg-type]
+    host = socket.gethostname() if host == "here" else host
+    record = {"host": host, "pid": pid, "run_name": "r", "token": "t", "started": now, "heartbeat": now - age}
+    (tmp_path / OWNER_FILE).write_text(json.dumps(record))
+    if lock_file:
+        (tmp_path / LOCK_FILE).touch()
+    line = live_owner(tmp_path, stale_after=60)
+    assert line == (None if live is None else f"run 'r' (host {host}, pid {pid}), {live}")
+    if lock_file:  # the guard's own decision on the same folder agrees
+        owner = Ownership(tmp_path, "here", stale_after=60, heartbeat_interval=1)
+        if live is None:
+            assert owner.acquire() is not None  # taken over, with its line
+            owner.release()
+        else:
+            with pytest.raises(FolderBusy):
+                owner.acquire()
+
+
+@pytest.mark.parametrize("heartbeat", ["abc", None, float("inf"), 10**400], ids=["text", "null", "inf", "400-digits"])
+def test_a_look_reads_a_garbled_record_as_none(tmp_path: Path, heartbeat: object) -> None:
+    record = {"host": "other-host", "pid": 1, "run_name": "away", "token": "t", "started": 0.0, "heartbeat": heartbeat}
+    (tmp_path / OWNER_FILE).write_text(json.dumps(record))
+    assert live_owner(tmp_path, stale_after=60) is None
 
 
 @contextlib.contextmanager

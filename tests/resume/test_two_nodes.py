@@ -34,7 +34,7 @@ import pytest
 import torch
 
 from foundry_ext.checkpoint import load_checkpoint_safely
-from foundry_ext.trainer.checkpoint_guard.owner import OWNER_FILE
+from foundry_ext.checkpoint.owner import OWNER_FILE
 from tests.support.launcher import REPO
 from tests.support.multirank import (
     JSONL_LOGGER,

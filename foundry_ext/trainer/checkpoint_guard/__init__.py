@@ -5,9 +5,10 @@ write leaves a partial checkpoint that blocks every restart with ``save_overwrit
 may conflict with a future checkpoint``); a kill between remove and create leaves no ``latest``, and autoresume
 starts from scratch. :class:`CheckpointGuard` repairs both before the Trainer looks (docs/resume.md).
 
-Modules: :mod:`.config` (the YAML keys, pydantic), :mod:`.integrity` (is a checkpoint complete?),
-:mod:`.recovery` (the decision on a folder, no Composer), :mod:`.callback` (the Composer callback), :mod:`.finished`
-(a config transform: a finished run relaunched exits 0 before the model is built).
+Modules: :mod:`.integrity` (is a checkpoint complete?), :mod:`.recovery` (the decision on a folder, no Composer),
+:mod:`.callback` (the Composer callback), :mod:`.finished` (a config transform: a finished run relaunched exits 0
+before the model is built). The YAML keys are :class:`foundry_ext.catalog.callbacks.CheckpointGuardConfig`; the
+folder's one owner is :mod:`foundry_ext.checkpoint.owner` (no Composer: ``foundry-ext anneal`` reads it too).
 """
 
 from __future__ import annotations

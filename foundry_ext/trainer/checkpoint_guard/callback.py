@@ -16,9 +16,9 @@ from composer.utils import dist
 
 from foundry_ext._exit import exit_run
 from foundry_ext.catalog.callbacks import FIELD, UNCHECKED_SUFFIXES, CheckpointGuardConfig
+from foundry_ext.checkpoint.owner import FolderBusy, FolderUnwritable, Ownership
 from foundry_ext.config.base import build
 from foundry_ext.config.errors import ConfigError
-from foundry_ext.trainer.checkpoint_guard.owner import FolderBusy, FolderUnwritable, Ownership
 from foundry_ext.trainer.checkpoint_guard.recovery import Layout, apply, plan
 
 __all__ = ["CheckpointGuard"]
@@ -102,7 +102,7 @@ class CheckpointGuard(Callback):
         self._release()
 
     def _take_folder(self, state: State) -> None:
-        """Own the save folder (:mod:`foundry_ext.trainer.checkpoint_guard.owner`), or raise the one-line refusal."""
+        """Own the save folder (:mod:`foundry_ext.checkpoint.owner`), or raise the one-line refusal."""
         from composer.callbacks import CheckpointSaver
         from composer.utils import format_name_with_dist
 

@@ -12,7 +12,7 @@ The rule is the guard's own, on the checkpoint autoresume would load: the run ha
 
 1. the local save folder needs no repair (:func:`foundry_ext.trainer.checkpoint_guard.recovery.plan` finds the
    newest checkpoint ``save_filename`` names complete, nothing newer, ``latest`` pointing at it) and no live run owns
-   the folder (:mod:`.owner`'s record), so the guard at ``BEFORE_LOAD`` would change nothing;
+   the folder (:func:`foundry_ext.checkpoint.owner.live_owner`), so the guard at ``BEFORE_LOAD`` would change nothing;
 2. that checkpoint's saved timestamp, read with the bounded reader
    (:func:`foundry_ext.checkpoint.load_checkpoint_safely`: a ``.pt`` file, or a sharded folder's ``.metadata`` and
    byte ranges; no code from the file is run), has ``batch == max_duration`` with ``max_duration`` in batches.
@@ -30,20 +30,16 @@ call llm-foundry makes next, which then finds it done), global rank 0 reads the 
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import socket
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from foundry_ext._exit import exit_run
-from foundry_ext._process import pid_alive
 from foundry_ext.catalog.callbacks import FIELD, UNCHECKED_SUFFIXES, CheckpointGuardConfig
+from foundry_ext.checkpoint.owner import live_owner
 from foundry_ext.config.base import build
-from foundry_ext.trainer.checkpoint_guard.owner import OWNER_FILE
 from foundry_ext.trainer.checkpoint_guard.recovery import Layout, plan
 
 __all__ = ["FINISHED", "finished_run_transform"]
@@ -125,7 +121,7 @@ def _decide(
     from foundry_ext.trainer.checkpoint_guard.integrity import problem
 
     layout = _layout(cfg, Path(format_name_with_dist(folder, run_name)), run_name, guard, world_size)
-    if layout is None or layout.latest is None or _live_owner(layout.folder, guard.stale_after):
+    if layout is None or layout.latest is None or live_owner(layout.folder, guard.stale_after):
         return False, None  # the guard reports (a refused save_filename, a live owner) or has nothing to check
     result = plan(layout, problem=lambda path: problem(path, full=guard.verify == "full"))
     if result.resume is None or result.actions or result.note:
@@ -186,20 +182,3 @@ def _layout(
         )
     except ValueError:  # a name the guard cannot list: it says so at BEFORE_LOAD
         return None
-
-
-def _live_owner(folder: Path, stale_after: float) -> bool:
-    """Whether the folder's ownership record names a run that may be alive (the guard would refuse this one).
-
-    Read only: this run does not take the folder (nothing in it changes), so a starting run is never refused for it.
-    """
-    try:
-        record = json.loads((folder / OWNER_FILE).read_text())
-    except (OSError, ValueError):
-        return False
-    if not isinstance(record, dict):
-        return False
-    if record.get("host") == socket.gethostname():
-        return pid_alive(record.get("pid"))
-    heartbeat = record.get("heartbeat")  # another host: its heartbeat decides, as for the guard
-    return not isinstance(heartbeat, (int, float)) or time.time() - float(heartbeat) < stale_after

@@ -14,6 +14,10 @@ A start finding the lock held, or a record of another run whose heartbeat is you
 (from another host, where the lock says nothing), refuses with one line and touches nothing. A record whose owner is
 gone (its lock is free on the same host, or its heartbeat is older than ``stale_after``: killed, preempted) is taken
 over with one line. The run removes its record when it closes.
+
+:class:`Ownership` takes a folder (the ``checkpoint_guard`` callback); :func:`live_owner` only looks, taking nothing
+(``foundry-ext anneal`` before it names a branch's folder, and the guard's early exit of a finished run). Only the
+standard library: no Composer, no torch.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from typing import Any
 
 from foundry_ext._process import pid_alive
 
-__all__ = ["LOCK_FILE", "OWNER_FILE", "FolderBusy", "FolderUnwritable", "Ownership", "read_record"]
+__all__ = ["LOCK_FILE", "OWNER_FILE", "FolderBusy", "FolderUnwritable", "Ownership", "live_owner", "read_record"]
 
 OWNER_FILE = ".foundry-ext-owner.json"
 LOCK_FILE = ".foundry-ext-owner.lock"
@@ -75,6 +79,53 @@ def _describe(record: dict[str, Any]) -> str:
         f"run {record.get('run_name')!r} (host {record.get('host')}, pid {record.get('pid')}, started "
         f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(float(record.get('started', 0))))})"
     )
+
+
+def live_owner(folder: Path, stale_after: float) -> str | None:
+    """Who may own ``folder`` now, as a phrase (``"run 'a' (host h, pid 7), which holds its lock"``), else None.
+
+    Read only: nothing is taken, created or written, so the run that looks is never refused for having looked. Where
+    it cannot know, it answers "may own": the lock held (read with a shared ``flock``, released at once); on this
+    host, without a lock to read (no lock file, or a filesystem without locks), a record whose process is alive;
+    from another host, a record whose heartbeat is younger than ``stale_after`` seconds. A garbled record is none
+    (:func:`read_record`), as :class:`Ownership` reads it.
+
+    Args:
+        folder (Path): The local save folder.
+        stale_after (float): Seconds without a heartbeat after which another host's owner is taken to be gone.
+    """
+    record = read_record(folder / OWNER_FILE)
+    who = f"run {record.get('run_name')!r} (host {record.get('host')}, pid {record.get('pid')})" if record else "a run"
+    lock = _probe_lock(folder / LOCK_FILE)
+    if lock is False:
+        return f"{who}, which holds its lock"
+    if record is None:
+        return None
+    if record.get("host") == socket.gethostname():
+        # a free lock on this host is exact (the holder is gone); without one the process decides
+        return f"{who}, whose process is alive" if lock is None and pid_alive(record.get("pid")) else None
+    age = time.time() - float(record.get("heartbeat", 0))
+    return f"{who}, whose last heartbeat was {age:.0f} s ago" if age < stale_after else None
+
+
+def _probe_lock(path: Path) -> bool | None:
+    """True: the lock is free; False: another process holds it; None: no lock to read (no file, no locks here)."""
+    if fcntl is None:
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # shared and released at once
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    except BlockingIOError:
+        return False
+    except OSError:  # ENOLCK, EOPNOTSUPP: a filesystem without locks
+        return None
+    finally:
+        os.close(fd)
+    return True
 
 
 class Ownership:
