@@ -138,7 +138,7 @@ def _run(
         cfg = loading.load_train_config(args.config, args.overrides)
         yaml_lr = loading.optimizer_lr(cfg)
     except ConfigError as e:
-        raise UsageError(str(e)) from None
+        raise UsageError.of_config(e) from None
     if not isinstance(cfg.get("optimizer"), dict) or not cfg["optimizer"].get("name"):
         raise UsageError("optimizer: missing; the range test trains the YAML's optimizer, e.g. {name: decoupled_adamw}")
     rank0 = dist.get_global_rank() == 0

@@ -105,7 +105,7 @@ def _plot_ramp(args: argparse.Namespace, cfg: dict, start: float) -> int:
     try:
         plan, steps = ramp_steps(cfg)
     except ConfigError as e:
-        raise UsageError("; ".join(map(str, e.problems))) from None
+        raise UsageError.of_config(e) from None
     xs, lrs = [s.batch for s in steps], [s.lr for s in steps]
     for line in stage_lines(plan, steps, cfg):
         print(f"ramp: {line}")
@@ -199,7 +199,7 @@ def run(args: argparse.Namespace) -> int:
             "say how many batches an epoch has (no local MDS index for train_loader.dataset)"
         ) from None
     except ConfigError as e:
-        raise UsageError("; ".join(map(str, e.problems))) from None
+        raise UsageError.of_config(e) from None
     except ScheduleError as e:
         raise UsageError(str(e)) from None
     except LawFileError as e:

@@ -27,17 +27,14 @@ def run(args: argparse.Namespace) -> int:
     """Print one block per scheduler name."""
     from foundry_ext.catalog.registry import CALLBACK_MODELS, SCHEDULE_MODELS, foreign_scheduler_names
     from foundry_ext.cli import UsageError
-    from foundry_ext.config.errors import scheduler_did_you_mean
+    from foundry_ext.config.errors import not_a_scheduler
 
     foreign = foreign_scheduler_names()
     names = sorted(set(SCHEDULE_MODELS) | set(foreign))
     callbacks = sorted(set(CALLBACK_MODELS) - set(names))  # reduce_lr_on_plateau is both: its scheduler has the keys
     for name in args.names:
         if name not in names and name not in callbacks:
-            raise UsageError(
-                f"{name!r} is not a registered scheduler{scheduler_did_you_mean(name, [*names, *callbacks])} nor one "
-                f"of this package's callbacks; schedulers: {', '.join(names)}; callbacks: {', '.join(callbacks)}"
-            )
+            raise UsageError(not_a_scheduler(name, names, callbacks=callbacks))
     chosen = args.names or names
     n = len([c for c in chosen if c not in callbacks])
     what = [f"{n} scheduler{'s' if n != 1 else ''} (scheduler.name in a train YAML)"] if n else []

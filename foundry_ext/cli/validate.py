@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         cfg = load_train_config(args.config, args.overrides)  # an unreadable file is the one problem worth stopping at
     except ConfigError as e:
-        raise UsageError(str(e)) from None
+        raise UsageError.of_config(e) from None
     found = check_train_config(
         cfg,
         batches_per_epoch=args.batches_per_epoch,
