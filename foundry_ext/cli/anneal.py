@@ -46,11 +46,14 @@ def run(args: argparse.Namespace) -> int:
     from foundry_ext._command import composer_command, shown_path
     from foundry_ext.anneal.branch import plan_branch, write_branch
     from foundry_ext.anneal.options import AnnealError
+    from foundry_ext.config.errors import ConfigError
 
     try:
         branch = plan_branch(args.checkpoint, args.config, args.overrides, args.decay, args.shape, args.floor, args.out)
     except AnnealError as e:
         raise UsageError(str(e)) from None
+    except ConfigError as e:  # CONFIG's problems, said as every command says them
+        raise UsageError.of_config(e) from None
     try:
         kept = write_branch(branch, args.out)
     except AnnealError as e:
