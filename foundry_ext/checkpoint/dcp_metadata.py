@@ -1,7 +1,8 @@
 """The unpickler for a sharded checkpoint's ``.metadata``: only ``torch.distributed.checkpoint``'s own types.
 
-Used by ``foundry-ext inspect`` (:mod:`foundry_ext.checkpoint.sharded`) and by the ``checkpoint_guard`` callback
-(:mod:`foundry_ext.trainer.checkpoint_guard.integrity`), which both read ``.metadata`` files they must not trust.
+Used by ``foundry-ext inspect`` (:mod:`foundry_ext.checkpoint.sharded`) and by the completeness check of a sharded
+folder (:mod:`foundry_ext.checkpoint.layout`: the pre-flight check and ``checkpoint_guard`` ask it), which both read
+``.metadata`` files they must not trust.
 """
 
 from __future__ import annotations

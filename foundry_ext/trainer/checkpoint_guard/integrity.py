@@ -16,20 +16,21 @@ catches what a kill cannot cause but a power loss can: a file of the right size 
 Sharded folder (``torch.distributed.checkpoint`` with ``FileSystemWriter``). Each rank writes its
 ``__<rank>_0.distcp`` files; once every rank has reported, the coordinator pickles the ``.metadata`` to
 ``.metadata.tmp``, fsyncs it and renames it to ``.metadata``. :func:`sharded_problem` requires a ``.metadata`` that
-unpickles (with an allow-list of the dataclasses that module writes, nothing else) and every shard file it names to
-be at least ``offset + length`` bytes long for each of its items. The shards are fsynced before they are reported
-(``sync_files=True``, the default), so sizes are exact here.
+unpickles (with an allow-list of the dataclasses that module writes, nothing else) and every shard file it names (a
+plain file name in the folder) to be at least ``offset + length`` bytes long for each of its items: the check of
+:func:`foundry_ext.checkpoint.layout.sharded_gap`, which the pre-flight check words for ``load_path``. The shards
+are fsynced before they are reported (``sync_files=True``, the default), so sizes are exact here.
 """
 
 from __future__ import annotations
 
 import os
-import pickle
 import struct
 import zipfile
 from pathlib import Path
 
-from foundry_ext.checkpoint.dcp_metadata import MetadataUnpickler
+from foundry_ext.checkpoint.errors import show
+from foundry_ext.checkpoint.layout import sharded_gap
 
 __all__ = ["file_problem", "problem", "sharded_problem"]
 
@@ -85,31 +86,21 @@ def _records_problem(archive: zipfile.ZipFile, *, full: bool) -> str | None:
 
 
 def sharded_problem(folder: str | os.PathLike[str]) -> str | None:
-    """``None`` when the sharded checkpoint ``folder`` is complete, else the reason (one phrase)."""
-    folder = Path(folder)
-    metadata_path = folder / ".metadata"
-    if not metadata_path.is_file():
-        tmp = " (.metadata.tmp exists: the coordinator was writing it)" if (folder / ".metadata.tmp").exists() else ""
+    """``None`` when the sharded checkpoint ``folder`` is complete, else the reason (one phrase).
+
+    The check is :func:`foundry_ext.checkpoint.layout.sharded_gap`'s (the pre-flight check's too); this is the
+    guard's wording of it.
+    """
+    gap = sharded_gap(folder)
+    if gap is None:
+        return None
+    if gap.kind == "no-metadata":
+        tmp = " (.metadata.tmp exists: the coordinator was writing it)" if gap.tmp else ""
         return f"no .metadata{tmp}: not every rank had finished its shard"
-    try:
-        with open(metadata_path, "rb") as f:
-            metadata = MetadataUnpickler(f).load()
-    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, ImportError, OSError) as e:
-        return f".metadata does not unpickle ({type(e).__name__}: {e})"
-    storage = getattr(metadata, "storage_data", None)
-    if not isinstance(storage, dict):
-        return ".metadata has no storage_data: not written by FileSystemWriter"
-    needed: dict[str, int] = {}
-    for info in storage.values():
-        relative = getattr(info, "relative_path", None)
-        if not isinstance(relative, str) or os.path.isabs(relative) or ".." in Path(relative).parts:
-            return f".metadata names a shard outside the folder: {relative!r}"
-        needed[relative] = max(needed.get(relative, 0), int(info.offset) + int(info.length))
-    for relative, length in sorted(needed.items()):
-        try:
-            size = (folder / relative).stat().st_size
-        except FileNotFoundError:
-            return f"shard {relative} is missing"
-        if size < length:
-            return f"shard {relative} has {size} of at least {length} bytes: its write was cut short"
-    return None
+    if gap.kind == "bad-metadata":
+        return f".metadata does not unpickle ({gap.error})"
+    if gap.kind == "outside":
+        return f".metadata names a shard outside the folder: {gap.shard}"
+    if gap.kind == "missing":
+        return f"shard {show(gap.shard)} is missing"
+    return f"shard {show(gap.shard)} has {gap.size} of at least {gap.length} bytes: its write was cut short"
