@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from foundry_ext.average.options import AverageError, Selection
+from foundry_ext.text import one_line
 
 __all__ = ["QUARANTINE", "Input", "select_inputs"]
 
@@ -42,13 +43,9 @@ class Input:
     save_folder: Path
 
 
-def _show(text: str) -> str:
-    return text if text.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
 def _checked(given: str, path: Path) -> Input:
     """One named checkpoint: a ``.pt`` file or a complete sharded folder, refused if missing, partial or quarantined."""
-    shown = _show(given)
+    shown = one_line(given)
     if QUARANTINE in path.absolute().parts or QUARANTINE in path.resolve().parts:
         raise AverageError(
             f"CKPT {shown}: a quarantined checkpoint (checkpoint_guard moved it there as incomplete); not averaged"
@@ -98,14 +95,14 @@ def select_inputs(given: list[str], selection: Selection) -> list[Input]:
     for text in given:
         path = Path(text)
         if not os.path.lexists(path):
-            raise AverageError(f"CKPT {_show(text)}: no such file or folder")
+            raise AverageError(f"CKPT {one_line(text)}: no such file or folder")
         if path.resolve().is_dir() and not (path.resolve() / ".metadata").exists() and not _FOLDER.match(path.name):
             if len(given) > 1:
                 raise AverageError(
-                    f"CKPT {_show(text)}: a save folder among other checkpoints; pass either one save folder "
+                    f"CKPT {one_line(text)}: a save folder among other checkpoints; pass either one save folder "
                     "(with --last, --every, --batches) or the checkpoints themselves"
                 )
-            inputs = _listed(path.resolve(), _show(text), selection)
+            inputs = _listed(path.resolve(), one_line(text), selection)
             break
         inputs.append(_checked(text, path))
     else:
@@ -115,7 +112,8 @@ def select_inputs(given: list[str], selection: Selection) -> list[Input]:
             )
     if len(inputs) < 2:
         what = f"{len(inputs)} checkpoint" + ("" if len(inputs) == 1 else "s")
-        raise AverageError(f"CKPT {' '.join(_show(g) for g in given)}: {what} selected; an average needs two or more")
+        named = " ".join(one_line(g) for g in given)
+        raise AverageError(f"CKPT {named}: {what} selected; an average needs two or more")
     seen: dict[Path, str] = {}
     for item in inputs:
         if item.path in seen:

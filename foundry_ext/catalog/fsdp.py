@@ -28,9 +28,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from foundry_ext.checkpoint.errors import show
 from foundry_ext.checkpoint.layout import local_kind, sharded_folder_problem
 from foundry_ext.config.errors import Problem
+from foundry_ext.text import one_line
 
 __all__ = ["FSDP2_KEYS", "check_fsdp"]
 
@@ -116,13 +116,13 @@ def _checkpoint_to_load(cfg: Mapping[str, Any], world_size: int) -> tuple[str, s
             callbacks = cfg.get("callbacks")
             if isinstance(callbacks, Mapping) and "checkpoint_guard" in callbacks:
                 return None  # the guard repairs latest at BEFORE_LOAD (an incomplete target is quarantined): its call
-            target = f" -> {show(os.readlink(latest))}" if os.path.islink(latest) else ""
-            return "autoresume", latest, f"save_folder's {show(os.path.basename(latest))}{target}"
+            target = f" -> {one_line(os.readlink(latest))}" if os.path.islink(latest) else ""
+            return "autoresume", latest, f"save_folder's {one_line(os.path.basename(latest))}{target}"
     load_path = cfg.get("load_path")
     if not isinstance(load_path, str) or not load_path:
         return None
     path = _format(load_path, cfg, world_size)
-    return None if path is None else ("load_path", path, repr(show(load_path)))
+    return None if path is None else ("load_path", path, repr(one_line(load_path)))
 
 
 def _latest(cfg: Mapping[str, Any], world_size: int) -> str | None:
@@ -184,7 +184,7 @@ def _load_problem(
                 "trains DDP and loads checkpoint files): launch 2 or more ranks"
             )
         else:
-            why = f"this run has fsdp_config.state_dict_type: {show(str(fsdp.get('state_dict_type')))}"
+            why = f"this run has fsdp_config.state_dict_type: {one_line(str(fsdp.get('state_dict_type')))}"
         return Problem(
             field,
             f"{shown} is {what}: only FSDP with fsdp_config.state_dict_type: sharded on 2 or more ranks loads a "

@@ -10,6 +10,8 @@ import os
 import re
 from typing import Any
 
+from foundry_ext.text import one_line
+
 __all__ = ["UNSUPPORTED_GLOBAL", "CheckpointError", "brief_key", "first_line", "show", "unreadable"]
 
 # An unpickler's refusal of a global: torch words it "Unsupported global: GLOBAL x.y was not an allowed global" or
@@ -32,7 +34,7 @@ def show(text: str | os.PathLike[str]) -> str:
 def brief_key(key: Any) -> str:
     """A mapping key in a few printable characters: its repr for a scalar, its type's name otherwise."""
     if isinstance(key, (str, int, float, bool)) or key is None:
-        return show(repr(key)[:200]) if not isinstance(key, str) else show(key[:200])
+        return one_line(repr(key)[:200]) if not isinstance(key, str) else one_line(key[:200])
     return type(key).__name__
 
 
@@ -46,7 +48,7 @@ def first_line(error: BaseException | str) -> str:
     line = text.strip().splitlines()[0] if text.strip() else type(error).__name__
     if isinstance(error, (KeyError, IndexError, TypeError, AttributeError, AssertionError)):  # "27" says nothing
         line = f"{type(error).__name__}: {line}"
-    return show(line[:300])
+    return one_line(line[:300])
 
 
 def unreadable(origin: str, error: BaseException | str) -> CheckpointError:

@@ -24,7 +24,8 @@ from __future__ import annotations
 import zipfile
 from typing import IO
 
-from foundry_ext.checkpoint.errors import CheckpointError, show
+from foundry_ext.checkpoint.errors import CheckpointError
+from foundry_ext.text import one_line
 
 __all__ = [
     "MAX_CENTRAL_DIRECTORY_BYTES",
@@ -101,7 +102,7 @@ def check_zip_entries(archive: zipfile.ZipFile, size: int, origin: str) -> None:
     """
     total = 0
     for info in archive.infolist():
-        name = show(info.filename[:200])
+        name = one_line(info.filename[:200])
         if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
             raise CheckpointError(
                 f"{origin} is not a checkpoint: its entry {name} is compressed with method {info.compress_type}, "
@@ -129,7 +130,7 @@ def check_value_sizes(lengths: dict[str, int], shown: str) -> None:
     for name, length in lengths.items():
         if length > MAX_VALUE_BYTES:
             raise CheckpointError(
-                f"{shown}/.metadata gives the non-tensor value {show(name[:200])} {length} bytes (the limit: "
+                f"{shown}/.metadata gives the non-tensor value {one_line(name[:200])} {length} bytes (the limit: "
                 f"{MAX_VALUE_BYTES // 2**20} MiB; Composer's are a few KB), refused before reading it"
             )
     total = sum(lengths.values())

@@ -14,7 +14,8 @@ import stat
 from pathlib import Path
 from typing import IO
 
-from foundry_ext.checkpoint.errors import CheckpointError, show
+from foundry_ext.checkpoint.errors import CheckpointError
+from foundry_ext.text import one_line
 
 __all__ = ["open_regular", "stat_path"]
 
@@ -38,7 +39,7 @@ def stat_path(path: Path, shown: str) -> os.stat_result:
 
 def _symlink_chain(path: Path, hops: int = 40) -> tuple[list[str], bool]:
     """``[path, target, target's target, ...]`` as written in the links, and whether the chain comes back on itself."""
-    chain = [show(path)]
+    chain = [one_line(path)]
     seen: set[str] = set()
     current = str(path)
     for _ in range(hops):
@@ -49,7 +50,7 @@ def _symlink_chain(path: Path, hops: int = 40) -> tuple[list[str], bool]:
         if not os.path.islink(current):
             return chain, False
         target = os.readlink(current)
-        chain.append(show(target))
+        chain.append(one_line(target))
         current = os.path.join(os.path.dirname(current), target)  # an absolute target replaces the folder
     return chain, True
 

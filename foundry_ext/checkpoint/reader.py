@@ -15,10 +15,11 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from foundry_ext.checkpoint.errors import CheckpointError, brief_key, show
+from foundry_ext.checkpoint.errors import CheckpointError, brief_key
 from foundry_ext.checkpoint.paths import open_regular, stat_path
 from foundry_ext.checkpoint.sharded import SHARDED_KEY, load_sharded
 from foundry_ext.checkpoint.torch_file import load_torch_file
+from foundry_ext.text import one_line
 
 __all__ = ["load_checkpoint_safely"]
 
@@ -40,7 +41,7 @@ def load_checkpoint_safely(path: str | os.PathLike[str]) -> dict[str, Any]:
             needs a type outside :data:`~foundry_ext.checkpoint.load.ALLOWED_GLOBALS`. The message is one line.
     """
     path = Path(path)
-    shown = show(path)
+    shown = one_line(path)
     info = stat_path(path, shown)
     if stat.S_ISDIR(info.st_mode):
         checkpoint = load_sharded(path.resolve(), shown)

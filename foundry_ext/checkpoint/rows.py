@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from foundry_ext.checkpoint.errors import brief_key, show
+from foundry_ext.checkpoint.errors import brief_key
 from foundry_ext.checkpoint.sharded import SHARDED_KEY
+from foundry_ext.text import one_line
 
 __all__ = ["describe"]
 
@@ -80,9 +81,9 @@ def _guarded(label: str, build: Callable[[], Iterator[tuple[str, str]]]) -> Iter
 
 def _where(path: Path, sharded: Any) -> str:
     try:
-        where = f"{show(path)} -> {show(os.readlink(path))}" if path.is_symlink() else show(path)
+        where = f"{one_line(path)} -> {one_line(os.readlink(path))}" if path.is_symlink() else one_line(path)
     except OSError:  # replaced since it was loaded
-        where = show(path)
+        where = one_line(path)
     if isinstance(sharded, Mapping):
         files = sharded.get("files")
         return f"{where} (sharded, {len(files) if isinstance(files, list) else '?'} .distcp file(s))"
@@ -289,7 +290,7 @@ def _path(where: str, key: Any) -> str:
 
 
 def _key(key: Any) -> str:
-    return show(key[:200]) if isinstance(key, str) else brief_key(key)
+    return one_line(key[:200]) if isinstance(key, str) else brief_key(key)
 
 
 def _mapping(value: Any, where: str) -> Mapping[Any, Any]:
@@ -302,8 +303,8 @@ def _text(value: Any, where: str) -> str:
     if not isinstance(value, str):  # TorchVersion is a str
         raise _Unexpected(where, "a string", value)
     if not value.strip():  # quoted: a blank value would read as a row with nothing in it
-        return show(repr(value[:200]))
-    return show(value[:200]) + (f"... ({len(value)} characters)" if len(value) > 200 else "")
+        return one_line(repr(value[:200]))
+    return one_line(value[:200]) + (f"... ({len(value)} characters)" if len(value) > 200 else "")
 
 
 def _scalar(value: Any) -> Any:
@@ -349,9 +350,9 @@ def _brief(value: Any) -> str:
     if value is None:
         return "None"
     if isinstance(value, (bool, int, float, np.generic)):
-        return f"{kind} {show(repr(value)[:60])}"
+        return f"{kind} {one_line(repr(value)[:60])}"
     if isinstance(value, str):
-        return f"{kind} {show(repr(value[:60]))}{'...' if len(value) > 60 else ''}"
+        return f"{kind} {one_line(repr(value[:60]))}{'...' if len(value) > 60 else ''}"
     if isinstance(value, (bytes, bytearray)):
         return f"{kind} of length {len(value)}"
     if isinstance(value, Mapping):

@@ -19,11 +19,12 @@ from pathlib import Path
 from typing import IO, Any
 
 from foundry_ext.checkpoint.dcp_metadata import MetadataUnpickler
-from foundry_ext.checkpoint.errors import UNSUPPORTED_GLOBAL, CheckpointError, first_line, show
+from foundry_ext.checkpoint.errors import UNSUPPORTED_GLOBAL, CheckpointError, first_line
 from foundry_ext.checkpoint.limits import check_value_sizes
 from foundry_ext.checkpoint.paths import open_regular
 from foundry_ext.checkpoint.pickle_check import MAX_DEPTH, MAX_PICKLE_BYTES, Capped, walk_pickle
 from foundry_ext.checkpoint.torch_file import load_torch_file
+from foundry_ext.text import one_line
 
 __all__ = ["SHARDED_KEY", "load_sharded", "read_metadata"]
 
@@ -110,23 +111,23 @@ def _read_shards(folder: Path, shown: str, metadata: Any) -> dict[str, Any]:
                 continue
             name, offset, length = info.relative_path, info.offset, info.length
             if not (isinstance(name, str) and name == os.path.basename(name) and name not in ("", ".", "..")):
-                raise CheckpointError(f"{shown}/.metadata names a shard outside the folder: {show(repr(name))}")
+                raise CheckpointError(f"{shown}/.metadata names a shard outside the folder: {one_line(repr(name))}")
             if name not in files:
-                f = open_regular(folder / name, f"{shown}/{show(name)}")
+                f = open_regular(folder / name, f"{shown}/{one_line(name)}")
                 files[name] = (f, os.fstat(f.fileno()).st_size)
             f, size = files[name]
             if not (type(offset) is int and type(length) is int and 0 <= offset and 0 <= length):
-                raise CheckpointError(f"{shown}/.metadata gives {show(str(fqn))} an invalid byte range")
+                raise CheckpointError(f"{shown}/.metadata gives {one_line(str(fqn))} an invalid byte range")
             if offset + length > size:
-                raise CheckpointError(f"{shown}/{show(name)} is truncated: {show(str(fqn))} is cut short")
+                raise CheckpointError(f"{shown}/{one_line(name)} is truncated: {one_line(str(fqn))} is cut short")
             f.seek(offset)
             data = f.read(length)
             keys = paths.get(fqn, str(fqn).split("."))
             if not isinstance(keys, (list, tuple)) or not keys or len(keys) > MAX_DEPTH:
-                raise CheckpointError(f"{shown}/.metadata gives {show(str(fqn))} an invalid key path")
+                raise CheckpointError(f"{shown}/.metadata gives {one_line(str(fqn))} an invalid key path")
             if not all(isinstance(k, (str, int)) for k in keys):
-                raise CheckpointError(f"{shown}/.metadata gives {show(str(fqn))} an invalid key path")
-            flat[tuple(keys)] = load_torch_file(io.BytesIO(data), length, f"{shown} ({show(str(fqn))})")
+                raise CheckpointError(f"{shown}/.metadata gives {one_line(str(fqn))} an invalid key path")
+            flat[tuple(keys)] = load_torch_file(io.BytesIO(data), length, f"{shown} ({one_line(str(fqn))})")
     finally:
         for f, _ in files.values():
             f.close()
@@ -157,7 +158,7 @@ def _nest(flat: Mapping[tuple[Any, ...], Any], shown: str) -> dict[str, Any]:
     root: dict[Any, Any] = {}
     for keys, value in flat.items():
         node = root
-        dotted = show(".".join(map(str, keys)))
+        dotted = one_line(".".join(map(str, keys)))
         for key in keys[:-1]:
             node = node.setdefault(key, {})
             if not isinstance(node, dict):  # a value was read at this path already
