@@ -16,10 +16,10 @@ import pytest
 
 from foundry_ext.cli import main
 from tests.law.paper import CURVES, TRAIN
+from tests.support.launcher import REPO
 
-ROOT = Path(__file__).resolve().parents[2]
-TINY_WSD = str(ROOT / "yamls/tiny-wsd.yaml")
-TINY_PLATEAU = str(ROOT / "yamls/tiny-plateau.yaml")
+TINY_WSD = str(REPO / "yamls/tiny-wsd.yaml")
+TINY_PLATEAU = str(REPO / "yamls/tiny-plateau.yaml")
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,15 @@ import pytest
 
 from foundry_ext.checkpoint.owner import LOCK_FILE, OWNER_FILE, FolderBusy, FolderUnwritable, Ownership, live_owner
 from tests.support.launcher import REPO
-from tests.support.multirank import FAULT_HOOKS, JSONL_LOGGER, checkpoint_differences, kill, launch, rank_statuses
+from tests.support.multirank import (
+    FAULT_HOOKS,
+    JSONL_LOGGER,
+    checkpoint_differences,
+    kill,
+    launch,
+    rank_statuses,
+    wait_until,
+)
 
 YAML = REPO / "yamls" / "tiny-resume.yaml"
 STALE_AFTER = 3.0
@@ -242,14 +250,6 @@ def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _wait(what: str, condition, proc: subprocess.Popen, log: Path, timeout: float = 600) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert proc.poll() is None, f"ended (status {proc.returncode}) before {what}:\n{log.read_text()[-4000:]}"
-        assert time.monotonic() < deadline, f"no {what} after {timeout} s"
-        time.sleep(0.01)
-
-
 @pytest.mark.kills_mid_run  # implies slow; one at a time under xdist (tests/conftest.py)
 def test_two_launchers_on_one_folder(demo_data: Path, uninterrupted_12ba: Path, tmp_path: Path) -> None:
     # the same YAML, never killed (shared: tests/resume/conftest.py; the guard's settings do not reach checkpoints)
@@ -270,8 +270,8 @@ def test_two_launchers_on_one_folder(demo_data: Path, uninterrupted_12ba: Path, 
         return None
 
     try:
-        _wait("ep0-ba2", lambda: os.path.realpath(folder / "latest-rank0.pt").endswith("ep0-ba2-rank0.pt"), first,
-              tmp_path / "first.log")  # fmt: skip
+        wait_until("ep0-ba2", lambda: os.path.realpath(folder / "latest-rank0.pt").endswith("ep0-ba2-rank0.pt"),
+                   first, tmp_path / "first.log", interval=0.01)  # fmt: skip
         owner = _record(folder)
         # the second launcher, while the first trains and writes: one line, status non-zero, nothing touched
         second = launch(YAML, args, nproc=2, log=tmp_path / "second.log", rank_status=tmp_path / "second-status")
@@ -287,8 +287,8 @@ def test_two_launchers_on_one_folder(demo_data: Path, uninterrupted_12ba: Path, 
 
         # SIGKILL the first in the middle of writing its next checkpoint
         seen: list[int] = []
-        _wait("a checkpoint half written", lambda: seen.append(writing() or 0) or seen[-1] > 0, first,
-              tmp_path / "first.log")  # fmt: skip
+        wait_until("a checkpoint half written", lambda: seen.append(writing() or 0) or seen[-1] > 0, first,
+                   tmp_path / "first.log", interval=0.01)  # fmt: skip
         batch = seen[-1]
         partial = folder / f"ep0-ba{batch}-rank0.pt"
         complete = {f"ep0-ba{b}-rank0.pt" for b in range(2, batch, 2)}

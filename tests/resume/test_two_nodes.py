@@ -111,15 +111,10 @@ def _wait_all(nodes: list[subprocess.Popen], run_dir: Path, tag: str, timeout: f
 def _logs(run_dir: Path) -> list[dict[str, dict[int, float]]]:
     """Per rank, ``name -> step -> value``: the last value logged for a step (a batch trained again after the kill
     logs again; the eval losses of the two can differ in the last bit, see below)."""
-    out = []
-    for rank in range(NODES * NPROC):
-        metrics: dict[str, dict[int, float]] = {}
-        for line in (run_dir / f"metrics-rank{rank}.jsonl").read_text().splitlines():
-            row = json.loads(line)
-            if row["name"].startswith(("lr-", "lr_plateau/", EVAL)):
-                metrics.setdefault(row["name"], {})[row["step"]] = row["value"]
-        out.append(metrics)
-    return out
+    return [
+        read_metrics(run_dir / f"metrics-rank{rank}.jsonl", ("lr-", "lr_plateau/", EVAL), last=True)
+        for rank in range(NODES * NPROC)
+    ]
 
 
 def _same_run(got: dict[str, dict[int, float]], want: dict[str, dict[int, float]]) -> None:
