@@ -6,13 +6,12 @@ escaped and long texts cut, so that a refusal is always one line.
 
 from __future__ import annotations
 
-import os
 import re
 from typing import Any
 
 from foundry_ext.text import one_line
 
-__all__ = ["UNSUPPORTED_GLOBAL", "CheckpointError", "brief_key", "first_line", "show", "unreadable"]
+__all__ = ["UNSUPPORTED_GLOBAL", "CheckpointError", "brief_key", "first_line", "unreadable"]
 
 # An unpickler's refusal of a global: torch words it "Unsupported global: GLOBAL x.y was not an allowed global" or
 # "unsupported GLOBAL posix.system whose module posix is blocked", depending on the module
@@ -21,14 +20,6 @@ UNSUPPORTED_GLOBAL = re.compile(r"GLOBAL ([\w.]+)")
 
 class CheckpointError(Exception):
     """The path is not a checkpoint this module can read safely: one line that says why."""
-
-
-def show(text: str | os.PathLike[str]) -> str:
-    """``text`` for a one-line message: newlines and other unprintable characters (lone surrogates too) escaped."""
-    text = os.fspath(text)
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def brief_key(key: Any) -> str:

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Literal
 
 from foundry_ext.checkpoint.dcp_metadata import MetadataUnpickler
-from foundry_ext.checkpoint.errors import first_line, show
+from foundry_ext.checkpoint.errors import first_line
+from foundry_ext.text import one_line
 
 __all__ = ["ShardedGap", "local_kind", "sharded_folder_problem", "sharded_gap"]
 
@@ -101,7 +102,7 @@ def sharded_gap(folder: str | os.PathLike[str]) -> ShardedGap | None:
         for info in metadata.storage_data.values():
             name = info.relative_path
             if not isinstance(name, str) or name != os.path.basename(name) or name in ("", ".", ".."):
-                return ShardedGap("outside", shard=show(repr(name)))
+                return ShardedGap("outside", shard=one_line(repr(name)))
             needed[name] = max(needed.get(name, 0), int(info.offset) + int(info.length))
     except Exception as e:  # an untrusted file: whatever it makes the unpickler or the reading raise, it is unreadable
         return ShardedGap("bad-metadata", error=first_line(e))
@@ -134,8 +135,8 @@ def sharded_folder_problem(folder: str | os.PathLike[str]) -> str | None:
     if gap.kind == "outside":
         return f"has a .metadata that names a shard outside the folder: {gap.shard}"
     if gap.kind == "missing":
-        return f"lacks {show(gap.shard)}{gap.whose}, which its .metadata names: the checkpoint is incomplete"
+        return f"lacks {one_line(gap.shard)}{gap.whose}, which its .metadata names: the checkpoint is incomplete"
     return (
-        f"has {show(gap.shard)}{gap.whose} cut short ({gap.size} of at least {gap.length} bytes, by its .metadata): "
-        "the checkpoint is incomplete"
+        f"has {one_line(gap.shard)}{gap.whose} cut short ({gap.size} of at least {gap.length} bytes, "
+        "by its .metadata): the checkpoint is incomplete"
     )

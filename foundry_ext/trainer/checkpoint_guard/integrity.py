@@ -29,8 +29,8 @@ import struct
 import zipfile
 from pathlib import Path
 
-from foundry_ext.checkpoint.errors import show
 from foundry_ext.checkpoint.layout import sharded_gap
+from foundry_ext.text import one_line
 
 __all__ = ["file_problem", "problem", "sharded_problem"]
 
@@ -102,5 +102,5 @@ def sharded_problem(folder: str | os.PathLike[str]) -> str | None:
     if gap.kind == "outside":
         return f".metadata names a shard outside the folder: {gap.shard}"
     if gap.kind == "missing":
-        return f"shard {show(gap.shard)} is missing"
-    return f"shard {show(gap.shard)} has {gap.size} of at least {gap.length} bytes: its write was cut short"
+        return f"shard {one_line(gap.shard)} is missing"
+    return f"shard {one_line(gap.shard)} has {gap.size} of at least {gap.length} bytes: its write was cut short"
