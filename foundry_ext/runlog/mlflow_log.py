@@ -38,7 +38,7 @@ def _sqlalchemy_compat() -> None:
         sqlalchemy.pool.FallbackAsyncAdaptedQueuePool = sqlalchemy.pool.AsyncAdaptedQueuePool  # type: ignore[attr-defined]
 
 
-def _one_line(e: BaseException) -> str:
+def _error_text(e: BaseException) -> str:
     text = getattr(e, "message", None) or str(e) or type(e).__name__
     return " ".join(str(text).split())[:300]
 
@@ -110,7 +110,7 @@ class _Run:
             bad = _bad_metric_line(self._metrics) if self._metrics is not None else None
             if bad:  # MLflow says "invalid literal for int()" without the metric, the file or the line
                 raise RunLogError(f"{self.where}: {bad}") from None
-            raise RunLogError(f"{self.where}: MLflow {doing}: {_one_line(e)}") from None
+            raise RunLogError(f"{self.where}: MLflow {doing}: {_error_text(e)}") from None
         finally:
             retries.setLevel(level)
             for k in added:
