@@ -12,7 +12,7 @@ import os
 import socket
 from pathlib import Path
 
-from foundry_ext.law.multipower import NAMES
+from foundry_ext.law.forms import FORMS
 from tests.runlog.runs import LAW, LR_KEY, METRIC, log_runs
 from tests.support.launcher import REPO
 
@@ -94,7 +94,7 @@ def build(d: Path) -> dict[str, Case]:
     # --- plot --metrics and law predict --metrics (rows batch,value) ---
     p = file("metrics-inf.csv", "batch,value\n100,3.0\n200,inf\n")
     cases["metrics-inf-value"] = (_plot(p, out), {}, [f"--metrics {p}:3:", "value inf is not finite"])
-    params = dict(zip(NAMES, LAW, strict=True))
+    params = dict(zip(FORMS["multipower"].names, LAW, strict=True))
     law = file("law.json", json.dumps({"foundry_ext_law": 1, "form": "multipower", "params": params}))
     cases["predict-metrics-inf-value"] = (
         ["law", "predict", str(law), *PLATEAU, "--metrics", str(p)],

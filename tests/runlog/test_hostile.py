@@ -16,7 +16,8 @@ import sys
 import pytest
 
 from foundry_ext.cli import main
-from tests.runlog.hostile import REPO, build
+from tests.runlog.hostile import build
+from tests.support.launcher import REPO
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,8 @@ import pytest
 from foundry_ext.cli.plot import read_metrics
 from foundry_ext.law.runs import read_csv
 from foundry_ext.runlog import MAX_ROWS
-from tests.runlog.hostile import CURVES, REPO
+from tests.runlog.hostile import CURVES
+from tests.support.launcher import REPO
 
 PLAIN = (CURVES / "cosine_24000.csv").read_text()
 ROWS = [r.split(",") for r in PLAIN.splitlines()[1:]]
