@@ -16,6 +16,7 @@ from pathlib import Path
 import yaml
 
 from foundry_ext._command import composer_command, shown_path
+from foundry_ext.text import one_line
 
 __all__ = ["Continuation", "checkpoint_before", "continuation"]
 
@@ -63,17 +64,12 @@ class Continuation:
         text = yaml.safe_dump(self.overrides(), sort_keys=False)
         # the comment repeats the run's name and folders: escaped, a line break in one would start a line of YAML keys
         header = (
-            f"# spike_guard rollback: {_printable(why)}\n"
+            f"# spike_guard rollback: {one_line(why)}\n"
             "# merge into the run's train YAML, or pass as arguments:\n"
-            f"#   {_printable(self.command())}\n"
+            f"#   {one_line(self.command())}\n"
         )
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(header + text)
-
-
-def _printable(text: str) -> str:
-    r"""``text`` with every character that is not printable escaped (``\n``, ``\r``, ``\x85``, ``\u2028``)."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def checkpoint_before(checkpoints: dict[str, int], first_skip: int) -> tuple[str, int] | None:
