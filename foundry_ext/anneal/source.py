@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from foundry_ext.anneal.options import AnnealError
+from foundry_ext.anneal.ramp import plan_of_checkpoint
+from foundry_ext.schedules.batch_size import BatchPlan
 
 __all__ = ["LATEST_LINKS", "Source", "read_source", "resolve_checkpoint"]
 
@@ -41,6 +43,8 @@ class Source:
         run_name: the stable run's name.
         model_config: the Hugging Face model config stored by llm-foundry (empty when absent).
         schedulers: the schedule that wrote it (``ScheduleResumeCheck``'s record), if stored.
+        ramp: the ``batch_size_schedule`` it was trained with (in samples), if any: then ``samples_per_batch`` and
+            ``tokens_per_batch`` are ``None`` (the batch grew) and ``samples``, ``tokens`` are the counts trained.
     """
 
     path: Path
@@ -56,6 +60,9 @@ class Source:
     run_name: str | None = None
     model_config: dict[str, Any] = field(default_factory=dict)
     schedulers: list[Any] = field(default_factory=list)
+    ramp: BatchPlan | None = None
+    samples: int = 0
+    tokens: int = 0
 
     @property
     def multiplier(self) -> float:
@@ -146,6 +153,7 @@ def _source(path: Path, sharded: bool, state: Mapping[str, Any]) -> Source:
         else None
     )
     run_name = state.get("run_name")
+    ramp = plan_of_checkpoint(state.get("callbacks"))
     return Source(
         path=path,
         folder=path.parent,
@@ -155,11 +163,14 @@ def _source(path: Path, sharded: bool, state: Mapping[str, Any]) -> Source:
         peaks=peaks,
         optimizer=str(name),
         settings=settings,
-        samples_per_batch=samples // batch if batch and samples % batch == 0 else None,
-        tokens_per_batch=tokens // batch if batch and tokens % batch == 0 else None,
+        samples_per_batch=samples // batch if batch and samples % batch == 0 and ramp is None else None,
+        tokens_per_batch=tokens // batch if batch and tokens % batch == 0 and ramp is None else None,
         run_name=run_name if isinstance(run_name, str) else None,
         model_config=model_config,
         schedulers=list(record.get("schedulers") or []) if isinstance(record, Mapping) else [],
+        ramp=ramp,
+        samples=samples,
+        tokens=tokens,
     )
 
 
