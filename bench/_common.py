@@ -116,7 +116,7 @@ class Recorder(Callback):
         return timed
 
     def _instrument(self, state: State) -> None:
-        from foundry_ext.trainer.plateau import ReduceLROnPlateauCallback
+        from foundry_ext.trainer.plateau.callback import ReduceLROnPlateauCallback
 
         for scheduler in state.schedulers:
             scheduler.step = self._timed(scheduler.step)

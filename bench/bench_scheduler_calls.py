@@ -36,7 +36,7 @@ from composer.devices import DeviceCPU
 
 from foundry_ext.schedules.wsd import DECAY_TYPES
 from foundry_ext.trainer.composer_schedulers import COMPOSER_SCHEDULERS
-from foundry_ext.trainer.plateau import ReduceLROnPlateauScheduler
+from foundry_ext.trainer.plateau.scheduler import ReduceLROnPlateauScheduler
 from foundry_ext.trainer.schedulers import (
     InverseSqrtScheduler,
     PowerScheduler,

@@ -25,8 +25,8 @@ except PackageNotFoundError:  # running from a source tree that is not installed
 _GENERATED = ("Scheduler", "foundry_ext.trainer.schedulers")
 _EXPORTS = {
     "ConfigError": "foundry_ext.config.errors",
-    "ReduceLROnPlateauCallback": "foundry_ext.trainer.plateau",
-    "ReduceLROnPlateauScheduler": "foundry_ext.trainer.plateau",
+    "ReduceLROnPlateauCallback": "foundry_ext.trainer.plateau.callback",
+    "ReduceLROnPlateauScheduler": "foundry_ext.trainer.plateau.scheduler",
     "ScheduleResumeCheck": "foundry_ext.trainer.resume_check",
     "TorchLRScheduler": "foundry_ext.trainer.torch_lr",
 }
@@ -47,7 +47,8 @@ __all__ = [
 
 if TYPE_CHECKING:
     from foundry_ext.config.errors import ConfigError
-    from foundry_ext.trainer.plateau import ReduceLROnPlateauCallback, ReduceLROnPlateauScheduler
+    from foundry_ext.trainer.plateau.callback import ReduceLROnPlateauCallback
+    from foundry_ext.trainer.plateau.scheduler import ReduceLROnPlateauScheduler
     from foundry_ext.trainer.resume_check import ScheduleResumeCheck
     from foundry_ext.trainer.schedulers import (
         InverseSqrtScheduler,

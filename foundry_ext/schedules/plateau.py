@@ -32,13 +32,14 @@ class ReduceLROnPlateau(ScheduleModel):
     where :math:`\alpha_{base}` is the optional ``base`` schedule (1 when none), :math:`t_w` = ``t_warmup`` and
     :math:`s` the plateau scale, which starts at 1 and is multiplied by ``factor`` at each cut (torch's rule,
     :class:`foundry_ext.schedules.plateau_rule.PlateauRule`). The scale lives in the callback
-    :class:`foundry_ext.trainer.plateau.ReduceLROnPlateauCallback`, which the scheduler attaches to the Trainer.
+    :class:`foundry_ext.trainer.plateau.callback.ReduceLROnPlateauCallback`, which the scheduler attaches to the
+    Trainer.
     """
 
     name = "reduce_lr_on_plateau"
     kind = "plateau"
     summary = "torch's ReduceLROnPlateau as a Composer callback + scheduler, composable with any schedule (base)"
-    adapter = "foundry_ext.trainer.plateau:ReduceLROnPlateauScheduler"
+    adapter = "foundry_ext.trainer.plateau.scheduler:ReduceLROnPlateauScheduler"
     warmup_field = "t_warmup"
     has_formula = True
 

@@ -39,7 +39,7 @@ def compiled_schedulers(state: Any) -> Iterator[Compiled]:
     """Every ``LambdaLR`` in ``state.schedulers`` whose first lambda closes over a ``scheduler`` (and ``ssr``).
 
     That is what Composer's ``compile_composer_scheduler`` builds, and what
-    :class:`~foundry_ext.trainer.plateau.ReduceLROnPlateauCallback` installs per param group.
+    :class:`~foundry_ext.trainer.plateau.callback.ReduceLROnPlateauCallback` installs per param group.
     """
     for lambda_lr in getattr(state, "schedulers", None) or []:
         lambdas = getattr(lambda_lr, "lr_lambdas", None)

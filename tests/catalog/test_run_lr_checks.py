@@ -106,7 +106,7 @@ def test_composer_extreme_needs_no_run_length() -> None:
 def test_trainer_warns_of_a_plateau_that_never_checks_in_a_run_in_epochs(capsys: pytest.CaptureFixture[str]) -> None:
     """A train-loss plateau in a run of 2 epochs of 16 batches: ``check_interval: 50ba`` never closes; one warning."""
     from foundry_ext.config import notices
-    from foundry_ext.trainer.plateau import ReduceLROnPlateauScheduler
+    from foundry_ext.trainer.plateau.scheduler import ReduceLROnPlateauScheduler
     from tests.support.trainer_utils import make_trainer
 
     notices._seen.clear()

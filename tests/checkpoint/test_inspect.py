@@ -37,7 +37,7 @@ from foundry_ext.checkpoint import (
 )
 from foundry_ext.checkpoint.pickle_check import walk_pickle
 from foundry_ext.cli import main
-from foundry_ext.trainer.plateau import ReduceLROnPlateauScheduler
+from foundry_ext.trainer.plateau.scheduler import ReduceLROnPlateauScheduler
 from tests.support.launcher import REPO
 from tests.support.trainer_utils import BASE_LR, make_trainer
 

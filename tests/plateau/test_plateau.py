@@ -15,7 +15,8 @@ from llmfoundry.utils.builders import build_callback, build_scheduler
 from foundry_ext import ConfigError, WarmupStableDecayScheduler
 from foundry_ext.config import notices
 from foundry_ext.schedules.plateau_rule import PlateauRule, PlateauState
-from foundry_ext.trainer.plateau import ReduceLROnPlateauCallback, ReduceLROnPlateauScheduler
+from foundry_ext.trainer.plateau.callback import ReduceLROnPlateauCallback
+from foundry_ext.trainer.plateau.scheduler import ReduceLROnPlateauScheduler
 from tests.schedules.test_wsd import at, make_state
 from tests.support.trainer_utils import BASE_LR, TinyModel, loader, make_trainer
 
@@ -347,6 +348,13 @@ def test_multiple_optimizers_are_refused() -> None:
         )
 
 
+def test_the_callback_keeps_its_checkpoint_key() -> None:
+    """Composer keys a callback's saved state by the class ``__qualname__``: the module may move, the name may not
+    (tests/resume/test_fixture_resume.py loads a checkpoint saved before the move)."""
+    assert ReduceLROnPlateauCallback.__qualname__ == "ReduceLROnPlateauCallback"
+    assert ReduceLROnPlateauCallback.__module__ == "foundry_ext.trainer.plateau.callback"
+
+
 def test_no_event_runs_a_collective_per_training_batch() -> None:
     """Single process: the adapter only reacts to BATCH_END for a train monitor; with an eval monitor it returns."""
     scheduler = ReduceLROnPlateauScheduler(monitor=MONITOR)
@@ -354,13 +362,13 @@ def test_no_event_runs_a_collective_per_training_batch() -> None:
         warnings.simplefilter("ignore")
         trainer, _ = make_trainer([scheduler], max_duration="4ba", eval_values=[1.0])
     calls: list[str] = []
-    import foundry_ext.trainer.plateau as module
+    import foundry_ext.trainer.plateau.callback as module
 
-    original = module._broadcast
-    module._broadcast = lambda state, value: calls.append("broadcast") or original(state, value)
+    original = module.broadcast_value
+    module.broadcast_value = lambda state, value: calls.append("broadcast") or original(state, value)
     try:
         for _ in range(5):
             scheduler.callback.run_event(Event.BATCH_END, trainer.state, trainer.logger)
     finally:
-        module._broadcast = original
+        module.broadcast_value = original
     assert calls == []

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from foundry_ext import ConfigError
 from foundry_ext.checkpoint import load_checkpoint_safely
 from foundry_ext.schedules.plateau_rule import PlateauRule, PlateauState
-from foundry_ext.trainer.plateau import ReduceLROnPlateauScheduler
+from foundry_ext.trainer.plateau.scheduler import ReduceLROnPlateauScheduler
 from tests.support.launcher import REPO
 from tests.support.multirank import JSONL_LOGGER, launch_and_wait, read_metrics
 from tests.support.trainer_utils import LRRecorder, make_trainer

@@ -19,7 +19,7 @@ from composer import Trainer
 from composer.callbacks import LRMonitor
 from composer.loggers import MLFlowLogger
 
-from foundry_ext.trainer.plateau import ReduceLROnPlateauScheduler
+from foundry_ext.trainer.plateau.scheduler import ReduceLROnPlateauScheduler
 from tests.support.launcher import REPO
 from tests.support.trainer_utils import BASE_LR, TinyModel, loader, make_trainer
 

@@ -172,7 +172,7 @@ def test_load_ignore_keys_resets_the_plateau_on_purpose(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``load_ignore_keys: [state/callbacks/ReduceLROnPlateauCallback]`` starts the plateau afresh (scale 1)."""
-    from foundry_ext.trainer.plateau import ReduceLROnPlateauScheduler
+    from foundry_ext.trainer.plateau.scheduler import ReduceLROnPlateauScheduler
     from tests.support.trainer_utils import BASE_LR, make_trainer
 
     def plateau_run(**kwargs: Any) -> tuple[Any, Any]:

@@ -23,7 +23,7 @@ from torchmetrics import Metric
 
 import foundry_ext.config.notices as notices
 from foundry_ext import ConfigError, WarmupStableDecayScheduler
-from foundry_ext.trainer.plateau import ReduceLROnPlateauScheduler
+from foundry_ext.trainer.plateau.scheduler import ReduceLROnPlateauScheduler
 from foundry_ext.trainer.resume_check import ScheduleResumeCheck
 from tests.support.trainer_utils import BASE_LR, LRRecorder, ScriptedMetric, TinyModel, loader
 

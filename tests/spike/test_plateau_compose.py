@@ -6,7 +6,7 @@ import pytest
 from composer.core import Callback, State
 from composer.loggers import Logger
 
-from foundry_ext.trainer.plateau import ReduceLROnPlateauScheduler
+from foundry_ext.trainer.plateau.scheduler import ReduceLROnPlateauScheduler
 from foundry_ext.trainer.spike_guard.callback import SpikeGuard
 from foundry_ext.trainer.spike_guard.inject import InjectBadBatches
 from tests.support.trainer_utils import make_trainer
