@@ -9,8 +9,14 @@ from __future__ import annotations
 import argparse
 import csv
 import time
+from typing import TYPE_CHECKING
 
 from foundry_ext.cli import UsageError, add_config_arguments, read_metrics
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from foundry_ext.lr_pipeline import LRPipeline
 
 __all__ = ["add_arguments", "run"]
 
@@ -22,6 +28,8 @@ TUNE_HELP = "rank a grid of YAML keys, or cooldown branches of a stable run, by 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare ``fit``, ``predict`` and ``tune``."""
+    from foundry_ext.law.forms import FORMS  # the form names alone: numpy and the laws load when a form is used
+
     sub = parser.add_subparsers(dest="law_command", required=True, metavar="ACTION")
     f = sub.add_parser("fit", help=FIT_HELP, description=FIT_HELP + " (docs/law.md)")
     f.add_argument(
@@ -32,9 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "MLFLOW_TRACKING_URI (a file store, a database or a tracking server)",
     )
     f.add_argument("--out", default="law.json", metavar="LAW.json", help="file to write (default: law.json)")
-    f.add_argument(
-        "--law-form", choices=("multipower", "tissue"), default="multipower", help="the law (default: multipower)"
-    )
+    f.add_argument("--law-form", choices=tuple(FORMS), default="multipower", help="the law (default: multipower)")
     f.add_argument(
         "--metric",
         default="metrics/eval/LanguageCrossEntropy",
@@ -217,15 +223,21 @@ NO_CUTS = (
 MAX_BATCHES = 10_000_000  # the LR of every batch is held in memory (80 MB at this length)
 
 
-def _yaml_lrs(config: str, overrides: list[str], metrics_path: str | None = None):
+def _yaml_lrs(config: str, overrides: list[str], metrics_path: str | None = None) -> tuple[np.ndarray, LRPipeline]:
+    """The LR of every batch of a train YAML and its pipeline (:func:`foundry_ext.law.predict.yaml_pipeline`).
+
+    Raises:
+        UsageError: the YAML, its schedule or ``--metrics`` is refused (one line).
+    """
     from foundry_ext.config.durations import UnknownBatchesPerEpoch
     from foundry_ext.config.errors import ConfigError
-    from foundry_ext.law.predict import yaml_lrs
+    from foundry_ext.law.predict import yaml_pipeline
     from foundry_ext.lr_pipeline import ScheduleError
 
     metrics = read_metrics(metrics_path) if metrics_path else None
     try:
-        return yaml_lrs(config, overrides, metrics)
+        pipeline = yaml_pipeline(config, overrides, metrics)
+        return pipeline.lrs(), pipeline
     except UnknownBatchesPerEpoch:
         raise UsageError("max_duration or a scheduler duration is in 'ep': give it in batches ('ba')") from None
     except ConfigError as e:
@@ -266,7 +278,7 @@ def _predict(args: argparse.Namespace) -> int:
     elif args.config:
         if _check_scheduler_name(args.config, args.overrides) == PLATEAU and not args.metrics:
             notes.append(f"{NO_CUTS}; pass --metrics FILE.csv (batch,value of the monitored metric) to replay them")
-        lr = _yaml_lrs(args.config, args.overrides, args.metrics)
+        lr, _ = _yaml_lrs(args.config, args.overrides, args.metrics)
         source = args.config
     else:
         raise UsageError("give CONFIG.yaml (a train YAML) or --trace RUN.csv")
@@ -386,7 +398,7 @@ def _tune(args: argparse.Namespace) -> int:
         if args.grid:
             grid = parse_grid(args.grid, args.config, list(args.overrides))
             combos = combinations(grid)
-            rows = rank(law, lambda extra: _yaml_lrs(args.config, [*args.overrides, *extra]), combos)
+            rows = rank(law, lambda extra: _yaml_lrs(args.config, [*args.overrides, *extra])[0], combos)
             kind = "combinations"
         else:
             rows = _branches(args, law)
@@ -419,14 +431,19 @@ def _tune(args: argparse.Namespace) -> int:
 
 
 def _branch_length(text: str, start: int, option: str) -> int:
-    """``Nba``/``N`` batches, or ``Fdur``: the fraction F of the branched run ``start + LEN``."""
+    """``Nba``/``N`` batches, or ``Fdur``: the fraction F of the branched run ``start + LEN``, as anneal reads it."""
+    from foundry_ext.config.durations import DurationError, dur_length
+
     t = text.strip()
     try:
         if t.endswith("dur"):
             f = float(t.removesuffix("dur"))
             if not 0 < f < 1:
                 raise ValueError
-            return max(1, round(f * start / (1 - f)))
+            try:
+                return dur_length(f, start)
+            except DurationError as e:
+                raise UsageError(f"{option} {text!r}: {e}") from None
         return int(t.removesuffix("ba"))
     except ValueError:
         raise UsageError(
@@ -459,7 +476,8 @@ def _branches(args: argparse.Namespace, law):
         raise UsageError(f"--floor {args.floor}: must be in [0, 1) (the decay's end as a fraction of the peak LR)")
     if (args.end is None) == (args.decay is None):
         raise UsageError("--branch-from needs --end B (every branch ends at B) or --decay LEN1,... (not both)")
-    stable = _yaml_lrs(args.config, list(args.overrides))
+    _, stable = _yaml_lrs(args.config, list(args.overrides))
+    total = stable.total
     plans: list[tuple[int, int, str]] = []
     if args.end is not None:
         (end,) = ints(args.end, "--end")
@@ -477,26 +495,24 @@ def _branches(args: argparse.Namespace, law):
                     raise UsageError(f"--decay {text!r}: the decay must be at least 1 batch")
                 plans += [(s, n, shape) for shape in shapes]
     for s, n, _ in plans:
-        if s > len(stable):
-            raise UsageError(
-                f"--branch-from {s}: after the YAML's run ends ({len(stable)} batches): raise max_duration"
-            )
+        if s > total:
+            raise UsageError(f"--branch-from {s}: after the YAML's run ends ({total} batches): raise max_duration")
         if s + n > MAX_BATCHES:
             raise UsageError(f"branch from {s} over {n} batches: longer than {MAX_BATCHES:,} batches")
     # a branch is a run of its own, from the stable run's checkpoint at s to s + n: past the YAML's max_duration it
     # is a longer run, not the same budget spent differently, and anneal refuses it (anneal/branch.py, _check_budget)
-    past = [(s, n, shape) for s, n, shape in plans if s + n > len(stable)]
+    past = [(s, n, shape) for s, n, shape in plans if s + n > total]
     if past:
         shown = ", ".join(f"from={s} decay={n}ba (ends at {s + n})" for s, n in dict.fromkeys(p[:2] for p in past))
         print(
-            f"note: not ranked, past the YAML's max_duration ({len(stable)} batches), as anneal refuses them: {shown}",
+            f"note: not ranked, past the YAML's max_duration ({total} batches), as anneal refuses them: {shown}",
             file=sys.stderr,
         )
         plans = [p for p in plans if p not in past]
     if len(plans) > MAX_CANDIDATES:
         raise UsageError(f"{len(plans)} branches; at most {MAX_CANDIDATES}")
     if len(plans) < 2:
-        within = f" within max_duration ({len(stable)} batches)" if past else ""
+        within = f" within max_duration ({total} batches)" if past else ""
         count = f"{len(plans)} branch{'es' if len(plans) != 1 else ''}{within}"
         raise UsageError(f"{count}, nothing to rank; give two or more branch points, lengths or shapes")
     labels = {f"from={s} decay={n}ba end={s + n} shape={shape}": (s, n, shape) for s, n, shape in plans}

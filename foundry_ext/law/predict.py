@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from foundry_ext.law.forms import form_of
 from foundry_ext.law.trace import Trace
 
-__all__ = ["predict", "predict_points", "yaml_lrs"]
+if TYPE_CHECKING:
+    from foundry_ext.lr_pipeline import LRPipeline
+
+__all__ = ["predict", "predict_points", "yaml_pipeline"]
 
 
 def predict_points(total: int, points: int, exact: Sequence[int] = ()) -> np.ndarray:
@@ -25,8 +29,8 @@ def predict(form: str, params: Sequence[float], lr: np.ndarray, steps: np.ndarra
     return form_of(form).design([(trace, steps)], 16).predict(params)  # type: ignore[attr-defined]
 
 
-def yaml_lrs(config: str, overrides: Sequence[str], metrics: list[tuple[int, float]] | None = None) -> np.ndarray:
-    """The LR of every batch of a train YAML's run, as ``foundry-ext plot`` computes it (:mod:`..lr_pipeline`).
+def yaml_pipeline(config: str, overrides: Sequence[str], metrics: list[tuple[int, float]] | None = None) -> LRPipeline:
+    """A train YAML's LR pipeline as ``foundry-ext plot`` builds it, checked for the law (``.lrs()``: every batch).
 
     ``metrics`` (``(timestamp, value)`` rows of a past run) replay ``reduce_lr_on_plateau``'s cuts, as ``plot
     --metrics`` does.
@@ -34,11 +38,12 @@ def yaml_lrs(config: str, overrides: Sequence[str], metrics: list[tuple[int, flo
     Raises:
         ConfigError: the YAML or its schedule is invalid, sets no ``optimizer.lr``, or has a ``batch_size_schedule``.
         BatchesPerEpochNeeded: a duration is in epochs.
-        ScheduleError: a scheduler of another package failed.
+        ScheduleError: a scheduler of another package failed to build.
     """
+    from foundry_ext.config.durations import UnknownBatchesPerEpoch
     from foundry_ext.config.errors import ConfigError
-    from foundry_ext.config.train_yaml import load_train_config
-    from foundry_ext.lr_pipeline import batch_lrs
+    from foundry_ext.config.train_yaml import load_train_config, run_clock
+    from foundry_ext.lr_pipeline import BatchesPerEpochNeeded, LRPipeline
 
     cfg = load_train_config(config, list(overrides))
     callbacks = cfg.get("callbacks")
@@ -51,4 +56,8 @@ def yaml_lrs(config: str, overrides: Sequence[str], metrics: list[tuple[int, flo
             "the loss law has no batch-size term, so it cannot predict a run whose batch grows; law predict and law "
             "tune refuse it (remove batch_size_schedule to predict the fixed-batch run)",
         )
-    return batch_lrs(config, overrides, metrics=metrics, require_lr=True)[0]
+    try:
+        clock = run_clock(cfg)
+    except UnknownBatchesPerEpoch as e:
+        raise BatchesPerEpochNeeded(str(e)) from None
+    return LRPipeline.from_config(cfg, clock, metrics=metrics, require_lr=True)

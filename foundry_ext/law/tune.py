@@ -5,11 +5,14 @@ scheduler accepts: did-you-mean otherwise); :func:`rank` predicts the final loss
 best first; :func:`unresolved` counts the candidates whose band overlaps the best's (the law cannot tell them apart).
 
 **Branches** (:func:`branch_lr`): a cooldown branched from batch ``s`` of a stable run trains the stable run's LR for
-batches ``0 .. s - 1``, then decays over ``D`` batches from the stable run's LR at ``s``, :math:`\eta_s`, to
-``floor`` times the run's peak LR :math:`\eta_{max}` with a ``warmup_stable_decay`` shape :math:`d`:
+batches ``0 .. s - 1``, then the LR of the branch ``foundry-ext anneal`` writes: ``warmup_stable_decay`` with
+``t_decay_start: {s}ba``, ``decay_type`` the shape :math:`d`, ``alpha_f`` the floor :math:`\phi` and
+``max_duration: {s + D}ba``, from the YAML's ``optimizer.lr`` :math:`\eta_{max}` (the stable phase's LR), computed
+by the LR pipeline as ``plot`` computes the branch's YAML. In Composer's order (batch ``b`` at timestamp ``b - 1``):
 
 .. math::
-    \eta_{s + j} = \phi\,\eta_{max} + (\eta_s - \phi\,\eta_{max})\, d(j / D), \qquad j = 0 .. D - 1.
+    \eta_{s + j} = \eta_{max} \left(\phi + (1 - \phi)\, d\!\left(\max(j - 1, 0) / D\right)\right),
+    \qquad j = 0 .. D - 1.
 """
 
 from __future__ import annotations
@@ -17,11 +20,14 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from foundry_ext.law.predict import predict
+
+if TYPE_CHECKING:
+    from foundry_ext.lr_pipeline import LRPipeline
 
 __all__ = [
     "MAX_CANDIDATES",
@@ -141,12 +147,21 @@ def unresolved(rows: Sequence[Candidate]) -> int:
     return sum(1 for c in rows[1:] if c.low is not None and c.low <= best.high)
 
 
-def branch_lr(stable: np.ndarray, start: int, decay: int, shape: str, floor: float) -> np.ndarray:
-    """The LR of every batch of a cooldown branched at batch ``start`` of the stable run ``stable`` (module doc)."""
-    from foundry_ext.schedules.wsd import decay_shape
+def branch_lr(stable: LRPipeline, start: int, decay: int, shape: str, floor: float) -> np.ndarray:
+    """The LR of every batch of a cooldown branched at batch ``start`` of the stable run ``stable`` (module doc).
 
-    peak = float(np.max(stable[: max(start, 1)]))
-    lr_s = float(stable[start]) if start < len(stable) else float(stable[-1])
-    p = np.arange(decay, dtype=np.float64) / decay
-    d = np.array([decay_shape(shape, float(x)) for x in p])
-    return np.concatenate([stable[:start], floor * peak + (lr_s - floor * peak) * d])
+    Raises:
+        ConfigError: the branch's schedule is invalid (a ``shape`` or ``floor`` the schedule refuses).
+    """
+    import dataclasses
+
+    from foundry_ext.config.durations import Duration
+
+    end = start + decay
+    block = {"name": "warmup_stable_decay", "t_decay_start": f"{start}ba", "decay_type": shape, "alpha_f": floor}
+    branch = type(stable).from_config(
+        {**stable.cfg, "max_duration": f"{end}ba", "scheduler": block},
+        dataclasses.replace(stable.clock, max_duration=Duration(end, "ba")),
+        check_name=False,
+    )
+    return np.concatenate([stable.lrs(0, start), branch.lrs(start)])

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from foundry_ext.cli import main
-from foundry_ext.law.predict import yaml_lrs
+from foundry_ext.law.predict import yaml_pipeline
 from tests.law.paper import CURVES, TRAIN
 from tests.support.cli import run_cli
 from tests.support.configs import write_train_yaml
@@ -62,7 +62,7 @@ def test_predict_uses_the_lr_plot_computes(
     assert rc == 0, err
     with open(tmp_path / "plot.csv") as f:
         plotted = {int(r["batch"]): float(r["lr"]) for r in csv.DictReader(f)}
-    lrs = yaml_lrs(str(config), [])
+    lrs = yaml_pipeline(str(config), []).lrs()
     assert len(lrs) == 250
     for batch, lr in plotted.items():
         assert lrs[batch] == pytest.approx(lr, rel=1e-12, abs=1e-300), batch
@@ -82,8 +82,10 @@ def test_predict_replays_the_plateau_cuts(law: Path, tmp_path: Path, capsys: pyt
     metrics = tmp_path / "metrics.csv"
     metrics.write_text("batch,value\n" + "".join(f"{b},{3.0 if b < 100 else 2.9}\n" for b in range(50, 1001, 50)))
     config = str(REPO / "yamls/tiny-plateau.yaml")
-    plain = yaml_lrs(config, ["max_duration=1000ba"])
-    cut = yaml_lrs(config, ["max_duration=1000ba"], [(b, 3.0 if b < 100 else 2.9) for b in range(50, 1001, 50)])
+    plain = yaml_pipeline(config, ["max_duration=1000ba"]).lrs()
+    cut = yaml_pipeline(
+        config, ["max_duration=1000ba"], [(b, 3.0 if b < 100 else 2.9) for b in range(50, 1001, 50)]
+    ).lrs()
     assert np.all(cut <= plain) and cut[-1] < plain[-1]  # plateau at 2.9 from batch 100: cuts
     rc, out, err = run_cli("law", "predict", str(law), config, "max_duration=1000ba", "--metrics", str(metrics))
     assert rc == 0, err
@@ -123,7 +125,7 @@ def test_tune_ranks_a_grid_and_prints_the_best_override(law: Path, capsys: pytes
 
     form, params = read_law(str(law))
     overrides = ["max_duration=2000ba", *best.removeprefix("best: ").split()]
-    lr = yaml_lrs(str(TINY_WSD), overrides)
+    lr = yaml_pipeline(str(TINY_WSD), overrides).lrs()
     assert predict(form, params, lr, np.array([len(lr)]))[0] == pytest.approx(ranked[0], abs=1e-4)
 
 
