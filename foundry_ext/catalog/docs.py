@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 
 from foundry_ext.catalog.registry import CALLBACK_MODELS, SCHEDULE_MODELS
-from foundry_ext.config.base import _item, _model_in
 from foundry_ext.config.durations import EXAMPLES
+from foundry_ext.config.problems import _item, _model_in
 from foundry_ext.schedules.base import describe_keys
 from foundry_ext.schedules.torch import TORCH_MODELS
 

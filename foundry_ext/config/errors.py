@@ -3,7 +3,7 @@
 llm-foundry builds a scheduler with ``cls(**scheduler_config)`` and a callback with ``cls(**kwargs)``. Without this,
 a typo or a bad value would surface as a Python error that names neither the YAML field nor the fix, sometimes hours
 into a run. Every config of this package is a pydantic model (:mod:`foundry_ext.config.base`); its validation errors
-are turned into :class:`Problem` lines here, all of them at once.
+are turned into :class:`Problem` lines (defined here) by :mod:`foundry_ext.config.problems`, all of them at once.
 """
 
 from __future__ import annotations

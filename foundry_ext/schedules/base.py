@@ -235,7 +235,7 @@ def _unit_name(unit: str) -> str:
 
 def describe_keys(model: type[ScheduleModel]) -> list[dict[str, Any]]:
     """One row per key of ``model``: name, type, default, what is allowed, description (docs tables, listings)."""
-    from foundry_ext.config.base import allowed_text
+    from foundry_ext.config.problems import allowed_text
 
     rows = []
     for name, info in model.model_fields.items():
