@@ -1,10 +1,10 @@
 """The LR of every batch of a long run, batch by batch vs on whole arrays: ``python bench/bench_lr_pipeline.py``.
 
-For each schedule, a 1,000,000-batch train YAML (``--batches``) goes through :class:`foundry_ext.lr_pipeline.LRPipeline`
-once; then the LR of every batch is computed twice and timed: the old way, ``Preview.lr(b)`` for each batch in a
-Python loop (what ``plot``'s law curve and ``law predict`` did), and the new, ``LRPipeline.lrs()`` (each schedule's
-``multipliers`` on whole numpy arrays). The two results must be bitwise equal, or the benchmark fails. Imports and
-the YAML's loading are outside the timings. Best of ``--repeat``.
+For each schedule, a 1,000,000-batch train YAML (``--batches``) goes through
+:class:`foundry_ext.preview.pipeline.LRPipeline` once; then the LR of every batch is computed twice and timed: the old
+way, ``LRPipeline.lr_of(b)`` for each batch in a Python loop (what ``plot``'s law curve and ``law predict`` did), and
+the new, ``LRPipeline.lrs()`` (each schedule's ``multipliers`` on whole numpy arrays). The two results must be bitwise
+equal, or the benchmark fails. Imports and the YAML's loading are outside the timings. Best of ``--repeat``.
 """
 
 from __future__ import annotations
@@ -44,8 +44,7 @@ def bench(batches: int, repeat: int) -> dict[str, tuple[float, float]]:
     """``{label: (seconds batch by batch, seconds on arrays)}``, best of ``repeat``; checks the values are equal."""
     import numpy as np
 
-    from foundry_ext.lr_pipeline import LRPipeline
-    from foundry_ext.preview import Preview
+    from foundry_ext.preview.pipeline import LRPipeline
 
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -53,11 +52,10 @@ def bench(batches: int, repeat: int) -> dict[str, tuple[float, float]]:
             config = Path(tmp, "cfg.yaml")
             config.write_text(CONFIG.format(batches=batches, scheduler=scheduler))
             pipeline = LRPipeline.from_yaml(str(config))
-            preview = Preview(pipeline.schedule, pipeline.clock, pipeline.base_lr, pipeline.cuts)
             old = new = float("inf")
             for _ in range(repeat):
                 start = time.perf_counter()
-                slow = np.fromiter(map(preview.lr, range(batches)), dtype=np.float64, count=batches)
+                slow = np.fromiter(map(pipeline.lr_of, range(batches)), dtype=np.float64, count=batches)
                 old = min(old, time.perf_counter() - start)
                 start = time.perf_counter()
                 fast = pipeline.lrs()

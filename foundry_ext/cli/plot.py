@@ -93,12 +93,12 @@ def _ramp_config(args: argparse.Namespace) -> dict | None:
 
 
 def _plot_ramp(args: argparse.Namespace, cfg: dict, start: float) -> int:
-    """A run whose batch grows: the LR of every step as the Trainer applies it (:mod:`foundry_ext.batch_preview`)."""
-    from foundry_ext.batch_preview import ramp_steps, stage_lines
+    """A run whose batch grows: the LR of every step as the Trainer applies it (:mod:`..preview.batch_size`)."""
     from foundry_ext.config.errors import ConfigError
     from foundry_ext.config.train_yaml import error_message
-    from foundry_ext.lr_chart import text_chart
-    from foundry_ext.lr_figure import render_png
+    from foundry_ext.preview.batch_size import ramp_steps, stage_lines
+    from foundry_ext.preview.chart import text_chart
+    from foundry_ext.preview.figure import render_png
 
     if args.metrics or args.law or args.at:
         raise UsageError("--metrics, --law and --at are not available for a config with a batch_size_schedule")
@@ -161,9 +161,10 @@ def run(args: argparse.Namespace) -> int:
     from foundry_ext.config.errors import ConfigError
     from foundry_ext.config.train_yaml import error_message
     from foundry_ext.law.lawfile import LawFileError
-    from foundry_ext.lr_chart import law_curve, report, sample_batches
-    from foundry_ext.lr_figure import draw
-    from foundry_ext.lr_pipeline import BatchesPerEpochNeeded, LRPipeline, ScheduleError
+    from foundry_ext.law.predict import law_curve
+    from foundry_ext.preview.chart import report, sample_batches
+    from foundry_ext.preview.figure import draw
+    from foundry_ext.preview.pipeline import BatchesPerEpochNeeded, LRPipeline, ScheduleError
 
     check_output_paths(("--out", args.out), ("--csv", args.csv))  # before any work, not after drawing the chart
     start = time.perf_counter()

@@ -123,7 +123,7 @@ def _evaluate(cfg: dict[str, Any], found: Any, warnings: list[str]) -> list[str]
     from foundry_ext.config.durations import UnknownBatchesPerEpoch
     from foundry_ext.config.errors import ConfigError
     from foundry_ext.config.train_yaml import error_message
-    from foundry_ext.lr_pipeline import BatchesPerEpochNeeded, LRPipeline, ScheduleError
+    from foundry_ext.preview.pipeline import BatchesPerEpochNeeded, LRPipeline, ScheduleError
 
     clock = found.clock
     if clock is None:
@@ -179,8 +179,8 @@ def _has_ramp(cfg: Mapping[str, Any]) -> bool:
 
 def _ramp(cfg: dict[str, Any], args: argparse.Namespace) -> list[str]:
     """A batch-size ramp's stages (and with ``--steps`` every step), as the Trainer will train them; or its problems."""
-    from foundry_ext.batch_preview import ramp_steps, stage_lines
     from foundry_ext.config.errors import ConfigError
+    from foundry_ext.preview.batch_size import ramp_steps, stage_lines
 
     try:
         plan, steps = ramp_steps(cfg, args.world_size)

@@ -27,7 +27,7 @@ import numpy as np
 from foundry_ext.law.predict import predict
 
 if TYPE_CHECKING:
-    from foundry_ext.lr_pipeline import LRPipeline
+    from foundry_ext.preview.pipeline import LRPipeline
 
 __all__ = [
     "MAX_CANDIDATES",

@@ -95,7 +95,7 @@ def test_law_tune_predicts_a_branch_at_the_lr_anneals_branch_trains_with(runs: R
     ``d((j - 1) / D)``.)
     """
     from foundry_ext.law.tune import branch_lr
-    from foundry_ext.lr_pipeline import LRPipeline
+    from foundry_ext.preview.pipeline import LRPipeline
 
     out = tmp_path / "b.yaml"
     argv = ["anneal", str(runs.stable), str(runs.config), "--decay", "6ba", "--shape", "sqrt", "--floor", "0.1"]

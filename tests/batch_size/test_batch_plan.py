@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 import yaml
 
-from foundry_ext.batch_preview import ramp_steps
 from foundry_ext.catalog.batch_size import batch_size_transform, check_batch_size_schedule
 from foundry_ext.cli import main
 from foundry_ext.config.base import build
 from foundry_ext.config.errors import ConfigError
 from foundry_ext.config.train_yaml import load_train_config
+from foundry_ext.preview.batch_size import ramp_steps
 from foundry_ext.schedules.batch_size import BatchPlan, BatchSizeSchedule, plan_of
 from tests.support.configs import tiny_train_config, write_train_yaml
 from tests.support.launcher import REPO

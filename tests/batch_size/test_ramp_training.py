@@ -2,12 +2,16 @@
 
 * on 1 and 2 ranks, the global batch of every step (from Composer's own sample counter) and the LR the optimizer
   received (``lr_monitor``, at full precision through the JSONL logger) are exactly the preview's
-  (``foundry-ext validate --steps``, :func:`foundry_ext.batch_preview.ramp_steps`);
-* on 2 ranks, a run SIGKILLed twice (once while it writes the checkpoint after the stage boundary at batch 8, then
-  inside the last stage) and relaunched with the same command ends bitwise equal to the uninterrupted run: the
-  final checkpoint (weights, optimizer, timestamp, data position), every LR and every eval loss.
+  (``foundry-ext validate --steps``, :func:`foundry_ext.preview.batch_size.ramp_steps`);
+* on 2 ranks, a run SIGKILLed twice (once as soon as its checkpoint at the stage boundary, batch 8, is complete, then
+  while it writes batch 10's, inside the last stage) and relaunched with the same command ends bitwise equal to the
+  uninterrupted run: the final checkpoint (weights, optimizer, timestamp, data position), every LR and every eval
+  loss;
+* ``foundry-ext anneal`` from the 1-rank run's batch 6 (stage 1) with ``--decay 8192tok`` trains batches 6-8 (16, 16,
+  then 32 samples: across the stage change) with the batches and the LRs of the planned run that decays over those
+  tokens.
 
-One uninterrupted run per rank count, shared by the module; the chain is three launches.
+One uninterrupted run per rank count, shared by the module; the chain is three launches, the branch one.
 """
 
 from __future__ import annotations
@@ -18,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from foundry_ext.batch_preview import ramp_steps
 from foundry_ext.config.train_yaml import load_train_config
+from foundry_ext.preview.batch_size import ramp_steps
 from tests.support.launcher import REPO
 from tests.support.multirank import (
     FAULT_HOOKS,
@@ -119,11 +123,15 @@ def test_killed_twice_and_relaunched_ends_bitwise_equal(reference_2: Path, demo_
     folder = run_dir / "checkpoints"
     # each save spends ~1 s writing (fault_hooks): a kill right after `latest` moves lands inside the next save
     env = {"FAULT_WRITE_DELAY": "0.05"}
-    for i, kill_after in enumerate((8, 10)):
+    # kill 1: once batch 8's checkpoint (the stage boundary: batch 8 is stage 2's first) is complete; the relaunch
+    # resumes exactly at the boundary. kill 2: while batch 10's checkpoint is being written (its file partly on disk,
+    # `latest` still batch 9's): checkpoint_guard quarantines it and the relaunch resumes inside stage 2, at batch 9
+    moments = (lambda: latest_batch(folder) >= 8, lambda: (folder / "ep0-ba10-rank0.pt").exists())
+    for i, reached in enumerate(moments):
         log = run_dir / f"log{i}"
         proc = launch(RAMP_YAML, overrides(demo_data, run_dir), nproc=2, log=log, env=env)
         deadline = time.monotonic() + 900
-        while latest_batch(folder) < kill_after:
+        while not reached():
             if proc.poll() is not None and shm_clash(log.read_text()):
                 proc = launch(RAMP_YAML, overrides(demo_data, run_dir), nproc=2, log=log, env=env)  # once more
             assert proc.poll() is None, log.read_text()[-4000:]
@@ -131,8 +139,10 @@ def test_killed_twice_and_relaunched_ends_bitwise_equal(reference_2: Path, demo_
             time.sleep(0.05)
         kill(proc)
         assert not (folder / "ep0-ba13-rank0.pt").exists() or latest_batch(folder) < 13, "the run ended first"
+    assert latest_batch(folder) == 9, "batch 10's checkpoint was complete before the kill"
     status, output = launch_and_wait(RAMP_YAML, overrides(demo_data, run_dir), nproc=2, log=run_dir / "log2", env=env)
     assert status == 0, output[-4000:]
+    assert "ep0-ba10-rank0.pt is incomplete" in output, output[-4000:]  # the guard's line: killed inside the write
     # everything but the RNG state, which no resumed run restores mid-epoch with a StreamingDataset (Composer reseeds
     # at load; tests/resume/test_checkpoint_faults.py pins that down): nothing draws from it while training here
     ours, theirs = folder / "ep0-ba13-rank0.pt", reference_2 / "checkpoints" / "ep0-ba13-rank0.pt"
@@ -183,3 +193,34 @@ def test_inspect_shows_the_stage_of_a_checkpoint(reference_1: Path, capsys: pyte
         out = capsys.readouterr().out
         assert f"batch size   {row}\n" in out, out
         assert "ramp: 8 from sample 0, 16 from sample 32, 32 from sample 96; saved on 1 rank(s)" in out
+
+
+def test_anneal_from_a_ramped_checkpoint_trains_the_planned_decay(
+    reference_1: Path, demo_data: Path, tmp_path: Path
+) -> None:
+    """Batch 6 of the 1-rank run is in stage 1 (16 samples, LR x sqrt 2) at the peak; ``--decay 8192tok`` is batches
+    6 and 7 (2048 tokens each) and batch 8 (stage 2: 4096 tokens). The planned run: the same YAML with
+    ``max_duration=16384tok`` and ``t_decay=8192tok`` (its steps are the preview's, which the tests above hold to a
+    real run's bits)."""
+    from foundry_ext.cli import main
+
+    branch = tmp_path / "branch.yaml"
+    data = f"variables.data_local={demo_data}"
+    source = reference_1 / "checkpoints" / "ep0-ba6-rank0.pt"
+    argv = ["anneal", str(source), str(RAMP_YAML), data, f"save_folder={tmp_path}/checkpoints", "--decay", "8192tok"]
+    assert main([*argv, "--out", str(branch)]) == 0
+    logged = [f"code_paths=[{JSONL_LOGGER}]", f"loggers.jsonl.path={tmp_path}/metrics-rank{{rank}}.jsonl"]
+    status, output = launch_and_wait(branch, logged, nproc=1, log=tmp_path / "log")
+    assert status == 0, output[-4000:]
+    got = read_metrics(tmp_path / "metrics-rank0.jsonl", PREFIXES)
+    planned_cfg = [data, "max_duration=16384tok", "scheduler.t_decay=8192tok", "scheduler.alpha_f=0"]
+    _, planned = ramp_steps(load_train_config(str(RAMP_YAML), planned_cfg))
+    assert [s.size for s in planned[6:]] == [16, 16, 32]  # the decay crosses the stage change
+    assert got["batch_size/global"] == {s.batch: s.size for s in planned[6:]}
+    assert {b: v for b, v in got["time/sample"].items() if b < 9} == {s.batch: s.sample for s in planned[6:]}
+    # batch 6 trains with the LR the checkpoint holds (the stable run logged it); 7 and 8 with the branch's decay
+    assert same_bits(read_metrics(reference_1 / "metrics-rank0.jsonl", PREFIXES)[LR][6], planned[6].lr)
+    assert sorted(got[LR])[:2] == [7, 8]
+    for s in planned[7:]:
+        assert same_bits(got[LR][s.batch], s.lr), (s, got[LR][s.batch])
+    assert planned[8].multiplier == 0.75  # inside the decay: (10240 - 8192) / 8192 of it done at batch 7's end

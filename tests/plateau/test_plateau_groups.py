@@ -273,7 +273,7 @@ def test_min_lr_list_of_the_right_length_builds() -> None:
 def test_preview_with_a_min_lr_list_replays_group_0() -> None:
     from foundry_ext.config.durations import Duration
     from foundry_ext.config.train_yaml import RunClock
-    from foundry_ext.preview import build_schedule, simulate_plateau
+    from foundry_ext.preview.schedule import build_schedule, simulate_plateau
 
     block = {"name": "reduce_lr_on_plateau", "monitor": MONITOR, "factor": 0.5, "patience": 0, "min_lr": [0.3, 0.1]}
     schedule = build_schedule(block, RunClock(Duration(40, "ba")))

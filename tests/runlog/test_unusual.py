@@ -93,7 +93,7 @@ def test_ten_million_rows_are_refused_in_bounded_time_and_memory(tmp_path: Path)
     code = (
         "import io, contextlib, time\n"
         "from foundry_ext.cli import main\n"
-        "from foundry_ext.cli.law import _yaml_lrs\n"
+        "from foundry_ext.cli.law.inputs import yaml_lrs\n"
         f"for argv in (['law', 'fit', {str(big)!r}, {str(big)!r}], "
         f"['plot', 'yamls/tiny-plateau.yaml', '--metrics', {str(metrics)!r}, '--out', {str(tmp_path / 'a.png')!r}]):\n"
         "    err = io.StringIO(); t = time.perf_counter()\n"

@@ -183,23 +183,21 @@ def _yaml(tmp_path: Path, scheduler: str, max_duration: str = "1500ba", extra: s
     ids=lambda s: s.split(",")[0].removeprefix("{name: "),
 )
 def test_the_pipeline_equals_the_per_batch_preview(tmp_path: Path, scheduler: str) -> None:
-    from foundry_ext.lr_pipeline import LRPipeline
-    from foundry_ext.preview import Preview
+    from foundry_ext.preview.pipeline import LRPipeline
 
     pipeline = LRPipeline.from_yaml(str(_yaml(tmp_path, scheduler)))
     if pipeline.plateau:  # a metric that stalls from batch 300: cuts at evaluations 400 and 500
         pipeline = pipeline.with_metrics([(b, max(3.0 - b / 100, 0.0) + 1.0) for b in range(100, 1501, 100)])
         assert len(pipeline.cuts) >= 2
-    preview = Preview(pipeline.schedule, pipeline.clock, pipeline.base_lr, pipeline.cuts)
     lrs = pipeline.lrs()
     assert len(lrs) == pipeline.total == 1500
-    assert_bitwise(lrs, [preview.lr(b) for b in range(1500)])
-    assert_bitwise(pipeline.lrs(1234, 1300), [preview.lr(b) for b in range(1234, 1300)])  # from a resumed batch
-    assert_bitwise(pipeline.lrs_at([1499, 0, 700, 1]), [preview.lr(b) for b in (1499, 0, 700, 1)])
+    assert_bitwise(lrs, [pipeline.lr_of(b) for b in range(1500)])
+    assert_bitwise(pipeline.lrs(1234, 1300), [pipeline.lr_of(b) for b in range(1234, 1300)])  # from a resumed batch
+    assert_bitwise(pipeline.lrs_at([1499, 0, 700, 1]), [pipeline.lr_of(b) for b in (1499, 0, 700, 1)])
 
 
 def test_pipeline_errors(tmp_path: Path) -> None:
-    from foundry_ext.lr_pipeline import BatchesPerEpochNeeded, LRPipeline
+    from foundry_ext.preview.pipeline import BatchesPerEpochNeeded, LRPipeline
 
     wsd = "{name: warmup_stable_decay, t_warmup: 10ba}"
     with pytest.raises(BatchesPerEpochNeeded):

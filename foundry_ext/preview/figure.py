@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import numpy as np
 
-    from foundry_ext.lr_pipeline import LRPipeline
+    from foundry_ext.preview.pipeline import LRPipeline
 
 __all__ = ["draw", "human", "render_png"]
 
@@ -25,7 +25,7 @@ def draw(
 ) -> tuple[int, int]:
     """:func:`render_png` of a pipeline's LRs at ``xs``, titled with its scheduler block and run length."""
     from foundry_ext.config.train_yaml import summarize
-    from foundry_ext.lr_chart import lr_text
+    from foundry_ext.preview.chart import lr_text
 
     full = summarize({k: v for k, v in p.block.items() if k != "name"}, limit=280)
     return render_png(

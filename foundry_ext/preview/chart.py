@@ -11,13 +11,12 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import numpy as np
 
-    from foundry_ext.lr_pipeline import LRPipeline
-    from foundry_ext.preview import Mark
+    from foundry_ext.preview.pipeline import LRPipeline
+    from foundry_ext.preview.schedule import Mark
 
 __all__ = [
     "CHART_HEIGHT",
     "CHART_WIDTH",
-    "law_curve",
     "lr_text",
     "plateau_report",
     "report",
@@ -145,20 +144,3 @@ def text_chart(
     end = f"batch {total - 1}"
     lines.append(f"{'':>{pad}}  0{end:>{width - 1}}")
     return lines
-
-
-def law_curve(path: str, every_lr: np.ndarray, xs: Sequence[int]) -> tuple[list[int], list[float], str]:
-    """The loss a LAW.json predicts after each batch of ``xs`` (``x + 1`` batches trained), from every batch's LR.
-
-    Returns:
-        The batch counts, the losses and the law's form. Raises ``LawFileError`` for an unreadable file.
-    """
-    import numpy as np
-
-    from foundry_ext.law.lawfile import read_law
-    from foundry_ext.law.predict import predict
-
-    form, params = read_law(path)
-    steps = np.asarray(xs, dtype=np.int64) + 1
-    loss = predict(form, params, np.asarray(every_lr), steps).tolist()
-    return [int(s) for s in steps], loss, form

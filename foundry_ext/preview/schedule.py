@@ -1,10 +1,13 @@
-"""The LR of every batch of a run, before the run: what ``foundry-ext plot`` and ``validate`` show.
+"""The :class:`Schedule` of a scheduler block: its multiplier at any timestamp, by the cheapest exact route.
+
+The LR pipeline (:mod:`foundry_ext.preview.pipeline`) turns it into the LR of every batch of a run, before the run:
+what ``foundry-ext plot``, ``validate``, ``law`` and ``anneal`` show.
 
 **Composer's order.** Composer 0.32 steps the ``LambdaLR`` at the end of batch ``k`` *before* it advances the
 timestamp (``composer/trainer/trainer.py``, ``_train_loop``: ``scheduler.step()``, then ``timestamp.to_next_batch``).
 So 0-indexed batch ``b`` trains with the multiplier evaluated at timestamp ``b - 1`` (batch 0 with the one at 0), and
 a run of ``N`` batches trains batches ``0 .. N - 1``. :func:`~foundry_ext.config.durations.timestamp_of_batch` is the
-one place this rule lives; ``tests/preview/test_preview.py`` checks :meth:`Preview.lr` against a real
+one place this rule lives; ``tests/preview/test_preview.py`` checks the pipeline's LRs against a real
 ``Trainer.fit()`` with ``lr_monitor`` for every scheduler family.
 
 **Plateau cuts.** An evaluation runs after ``T`` batches (timestamp ``T``); a cut it decides rescales the LR of the
@@ -20,7 +23,6 @@ name them), other plugins' through llm-foundry's registry.
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -29,7 +31,6 @@ from typing import Any, Protocol
 import numpy as np
 
 from foundry_ext.catalog.registry import validate_block
-from foundry_ext.config.durations import timestamp_of_batch
 from foundry_ext.config.errors import ConfigError, Problem
 from foundry_ext.config.train_yaml import RunClock
 from foundry_ext.schedules.base import RunCheck, ScheduleModel, run_check
@@ -38,7 +39,6 @@ from foundry_ext.schedules.plateau_rule import Cut, PlateauState
 __all__ = [
     "Mark",
     "PlateauCut",
-    "Preview",
     "Schedule",
     "build_schedule",
     "multipliers_of",
@@ -79,7 +79,8 @@ def multipliers_of(schedule: Schedule, ts: np.ndarray) -> np.ndarray:
 def _model_marks(model: ScheduleModel, check: RunCheck, clock: RunClock) -> list[Mark]:
     """The model's named points as marks: a phase starting at timestamp ``T`` is first trained by batch ``T + 1``.
 
-    (Batch ``b`` trains with the multiplier at ``b - 1``: :func:`timestamp_of_batch`.)
+    (Batch ``b`` trains with the multiplier at ``b - 1``:
+    :func:`~foundry_ext.config.durations.timestamp_of_batch`.)
     """
     assert check.resolved is not None
     return [
@@ -281,43 +282,3 @@ def simulate_plateau(
         if cut is not None:
             cuts.append(PlateauCut(t, cut))
     return cuts, skipped
-
-
-class Preview:
-    """The LR of every batch of a run: ``base_lr * multiplier(timestamp_of_batch(b)) * plateau scale(b)``.
-
-    Args:
-        schedule: the scheduler's :class:`Schedule`.
-        clock: the run.
-        base_lr: the optimizer's LR (1.0 shows the multiplier).
-        cuts: simulated plateau cuts (:func:`simulate_plateau`).
-    """
-
-    def __init__(self, schedule: Schedule, clock: RunClock, base_lr: float = 1.0, cuts: Sequence[PlateauCut] = ()):
-        self.schedule = schedule
-        self.clock = clock
-        self.base_lr = base_lr
-        self.cuts = list(cuts)
-        self.total_batches = clock.total_batches
-        self._cut_batches = [c.batch for c in self.cuts]
-        self._scales = [1.0] + [c.cut.new_scale for c in self.cuts]
-
-    def scale(self, batch: int) -> float:
-        """The plateau scale in effect for 0-indexed ``batch``: after every cut at a timestamp ``<= batch``."""
-        return self._scales[bisect.bisect_right(self._cut_batches, batch)]
-
-    def multiplier(self, batch: int) -> float:
-        """The multiplier 0-indexed ``batch`` trains with (plateau scale included)."""
-        return self.schedule.multiplier(timestamp_of_batch(batch)) * self.scale(batch)
-
-    def lr(self, batch: int) -> float:
-        """The LR 0-indexed ``batch`` trains with."""
-        return self.base_lr * self.multiplier(batch)
-
-    def marks(self) -> list[Mark]:
-        """Named points inside the run, plus one per simulated cut, by batch."""
-        marks = [m for m in self.schedule.marks() if 0 < m.batch < self.total_batches]
-        marks += [
-            Mark(f"cut {i + 1} (x{c.cut.new_scale / c.cut.old_scale:g})", c.batch) for i, c in enumerate(self.cuts)
-        ]
-        return sorted(marks, key=lambda m: m.batch)

@@ -7,10 +7,11 @@ The steps, in order (each error raised before the first LR is computed):
 1. the YAML as ``train.py`` loads it, overrides merged (:func:`~foundry_ext.config.train_yaml.load_train_config`);
 2. the run's clock: ``max_duration``, batches per epoch, samples and tokens per batch
    (:func:`~foundry_ext.config.train_yaml.run_clock`; options override what the YAML says);
-3. the ``scheduler`` block: a registered name, then its :class:`~foundry_ext.preview.Schedule` by the cheapest exact
-   route (:func:`~foundry_ext.preview.build_schedule`: this package's formulas without Composer);
+3. the ``scheduler`` block: a registered name, then its :class:`~foundry_ext.preview.schedule.Schedule` by the
+   cheapest exact route (:func:`~foundry_ext.preview.schedule.build_schedule`: this package's formulas without
+   Composer);
 4. for ``reduce_lr_on_plateau`` with the monitored metric of a past run, the cuts the rule makes
-   (:func:`~foundry_ext.preview.simulate_plateau`);
+   (:func:`~foundry_ext.preview.schedule.simulate_plateau`);
 5. the LR of 0-indexed batch ``b``: ``lr * multiplier(max(b - 1, 0)) * scale(b)`` (Composer's order:
    :func:`~foundry_ext.config.durations.timestamp_of_batch`), with ``lr`` the optimizer's (1 when the YAML has none:
    the multiplier).
@@ -30,13 +31,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from foundry_ext.config.durations import UnknownBatchesPerEpoch
+from foundry_ext.config.durations import UnknownBatchesPerEpoch, timestamp_of_batch
 
 if TYPE_CHECKING:
     from foundry_ext.config.train_yaml import RunClock
-    from foundry_ext.preview import Mark, PlateauCut, Schedule
+    from foundry_ext.preview.schedule import Mark, PlateauCut, Schedule
 
-__all__ = ["BatchesPerEpochNeeded", "LRPipeline", "ScheduleError", "batch_lrs", "timestamps"]
+__all__ = ["BatchesPerEpochNeeded", "LRPipeline", "Metrics", "ScheduleError"]
 
 #: ``(timestamp, value)`` rows of a monitored metric, or a reader of them given the scheduler's ``monitor``.
 Metrics = Sequence[tuple[int, float]] | Callable[[str | None], Sequence[tuple[int, float]]]
@@ -63,11 +64,6 @@ class ScheduleError(Exception):
         super().__init__(f"scheduler ({name}){where}: {type(cause).__name__}: {error_message(cause)}")
 
 
-def timestamps(batches: np.ndarray) -> np.ndarray:
-    """:func:`~foundry_ext.config.durations.timestamp_of_batch` of every batch: ``max(b - 1, 0)``, as int64."""
-    return np.maximum(np.asarray(batches, dtype=np.int64) - 1, 0)
-
-
 @dataclass
 class LRPipeline:
     """A train YAML's schedule, ready to give the LR of any batch of the run.
@@ -79,7 +75,7 @@ class LRPipeline:
         clock: the run's clock; ``total`` is its length in batches.
         block: the ``scheduler`` block; ``name`` its ``name``.
         lr: the optimizer's LR, or None when the YAML sets none (``base_lr`` is then 1: LRs are multipliers).
-        schedule: the scheduler's :class:`~foundry_ext.preview.Schedule`.
+        schedule: the scheduler's :class:`~foundry_ext.preview.schedule.Schedule`.
         cuts: the simulated plateau cuts (:meth:`with_metrics`); ``skipped`` evaluations fell in warmup, ``ignored``
             at or after the end of the run; ``metrics`` the rows kept.
     """
@@ -148,7 +144,7 @@ class LRPipeline:
         """
         from foundry_ext.config.errors import ConfigError
         from foundry_ext.config.train_yaml import optimizer_lr
-        from foundry_ext.preview import build_schedule
+        from foundry_ext.preview.schedule import build_schedule
 
         block = cfg.get("scheduler")
         if not isinstance(block, Mapping) or not block.get("name"):
@@ -191,7 +187,7 @@ class LRPipeline:
     @property
     def plateau(self) -> bool:
         """Whether the schedule is ``reduce_lr_on_plateau`` (cuts can be simulated)."""
-        from foundry_ext.preview import PlateauPreview
+        from foundry_ext.preview.schedule import PlateauPreview
 
         return isinstance(self.schedule, PlateauPreview)
 
@@ -210,7 +206,7 @@ class LRPipeline:
         import dataclasses
 
         from foundry_ext.config.errors import ConfigError
-        from foundry_ext.preview import simulate_plateau
+        from foundry_ext.preview.schedule import simulate_plateau
 
         if not self.plateau:
             raise ConfigError("scheduler.name", f"--metrics is only for reduce_lr_on_plateau, not {self.name!r}")
@@ -221,9 +217,13 @@ class LRPipeline:
 
     def marks(self) -> list[Mark]:
         """Named points inside the run (warmup end, milestones, ...) and one per simulated cut, by batch."""
-        from foundry_ext.preview import Preview
+        from foundry_ext.preview.schedule import Mark
 
-        return Preview(self.schedule, self.clock, self.base_lr, self.cuts).marks()
+        marks = [m for m in self.schedule.marks() if 0 < m.batch < self.total]
+        marks += [
+            Mark(f"cut {i + 1} (x{c.cut.new_scale / c.cut.old_scale:g})", c.batch) for i, c in enumerate(self.cuts)
+        ]
+        return sorted(marks, key=lambda m: m.batch)
 
     def scale(self, batch: int) -> float:
         """The plateau scale in effect for 0-indexed ``batch`` (1 without cuts)."""
@@ -232,7 +232,6 @@ class LRPipeline:
 
     def multiplier(self, batch: int) -> float:
         """The multiplier 0-indexed ``batch`` trains with (plateau scale included), computed for that batch alone."""
-        from foundry_ext.config.durations import timestamp_of_batch
         from foundry_ext.config.errors import ConfigError
 
         try:
@@ -249,7 +248,7 @@ class LRPipeline:
     def multipliers_at(self, batches: Sequence[int] | np.ndarray, *, cuts: bool = True) -> np.ndarray:
         """The multiplier of each 0-indexed batch of ``batches`` (``cuts=False``: the time part alone, no scale)."""
         b = np.asarray(batches, dtype=np.int64)
-        ts = timestamps(b)
+        ts = timestamp_of_batch(b)
         values = self._time_multipliers(ts, b)
         if cuts and self.cuts:
             scales = np.asarray([1.0] + [c.cut.new_scale for c in self.cuts])
@@ -270,7 +269,7 @@ class LRPipeline:
 
     def _time_multipliers(self, ts: np.ndarray, batches: np.ndarray) -> np.ndarray:
         from foundry_ext.config.errors import ConfigError
-        from foundry_ext.preview import multipliers_of
+        from foundry_ext.preview.schedule import multipliers_of
 
         try:
             return multipliers_of(self.schedule, ts)
@@ -292,30 +291,3 @@ def _check_name(name: Any) -> None:
     names = known_scheduler_names()
     if name not in names:
         raise ConfigError("scheduler.name", not_a_scheduler(name, names))
-
-
-def batch_lrs(
-    config: str,
-    overrides: Sequence[str] = (),
-    *,
-    batches_per_epoch: int | None = None,
-    tokens_per_batch: int | None = None,
-    samples_per_batch: int | None = None,
-    metrics: Metrics | None = None,
-    require_lr: bool = False,
-) -> tuple[np.ndarray, LRPipeline]:
-    """The LR of every batch of a train YAML's run (float64, one per batch), and the pipeline that computed it.
-
-    Raises:
-        the errors of :meth:`LRPipeline.from_yaml`, and :class:`ScheduleError` when a scheduler fails at a batch.
-    """
-    pipeline = LRPipeline.from_yaml(
-        config,
-        overrides,
-        batches_per_epoch=batches_per_epoch,
-        tokens_per_batch=tokens_per_batch,
-        samples_per_batch=samples_per_batch,
-        metrics=metrics,
-        require_lr=require_lr,
-    )
-    return pipeline.lrs(), pipeline
