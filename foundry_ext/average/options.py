@@ -13,6 +13,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from foundry_ext.outputs import missing_folder
+
 __all__ = ["AverageError", "Selection", "Weights", "check_out", "parse_selection", "parse_weights", "weights_for"]
 
 
@@ -175,9 +177,10 @@ def check_out(out: str, sharded: bool, save_folders: list[Path]) -> Path:
     kind = "folder" if sharded else "file"
     if os.path.lexists(path):
         raise AverageError(f"--out {out}: already exists; the average is written to a new {kind}, never over one")
+    problem = missing_folder("--out", out)
+    if problem is not None:
+        raise AverageError(problem)
     parent = path.absolute().parent
-    if not parent.is_dir():
-        raise AverageError(f"--out {out}: the folder {parent} does not exist")
     where = parent.resolve() / path.name
     for folder in save_folders:
         resolved = folder.resolve()

@@ -8,13 +8,12 @@ top only the standard library, and in ``run()`` what it uses.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib
-import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from foundry_ext.outputs import make_output_folder, missing_folder
 from foundry_ext.text import one_line
 
 if TYPE_CHECKING:
@@ -64,11 +63,11 @@ def unit_notes(overrides: Sequence[str]) -> list[str]:
 
 
 def check_output_paths(*options: tuple[str, str | None]) -> None:
-    """Refuse an output file whose folder does not exist, before any work: ``(("--out", "nodir/lr.png"),)``."""
+    """Refuse an output file whose folder does not exist, before any work (:mod:`foundry_ext.outputs`)."""
     for option, path in options:
-        folder = os.path.dirname(os.path.abspath(path)) if path else None
-        if folder is not None and not os.path.isdir(folder):
-            raise UsageError(f"{option} {path}: the folder {folder} does not exist")
+        problem = missing_folder(option, path)
+        if problem is not None:
+            raise UsageError(problem)
 
 
 def read_metrics(path: str, monitor: str | None = None) -> list[tuple[int, float]]:
@@ -147,22 +146,6 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespa
 
 #: The options that name a file a command writes (``plot --out``, ``--csv``; ``lr-find --json``; ``law fit --out``).
 OUTPUT_OPTIONS = ("out", "csv", "json")
-#: The folder the docs write every output into (ignored by git): made on demand, unlike any other missing folder.
-OUTPUT_FOLDER = "out"
-
-
-def _make_output_folders(args: argparse.Namespace) -> None:
-    """Create ``out/`` (and folders under it) for an output file given there: ``--out out/lr.png``.
-
-    Any other missing folder is still refused by :func:`check_output_paths` (a typo in a path fails before any
-    work); a folder that cannot be made is left to that check.
-    """
-    for name in OUTPUT_OPTIONS:
-        value = getattr(args, name, None)
-        folder = os.path.dirname(os.path.normpath(value)) if isinstance(value, str) else ""
-        if folder.split(os.sep)[0] == OUTPUT_FOLDER:
-            with contextlib.suppress(OSError):
-                os.makedirs(folder, exist_ok=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -182,7 +165,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # validate warns of a unitless duration itself (the YAML's own value too), counted with its other warnings
     for note in unit_notes(getattr(args, "overrides", None) or []) if args.command != "validate" else []:
         print(note, file=sys.stderr)
-    _make_output_folders(args)
+    for name in OUTPUT_OPTIONS:  # out/ and folders under it are made; any other missing folder is refused
+        make_output_folder(getattr(args, name, None))
     module = importlib.import_module(args._module)
     try:
         return int(module.run(args) or 0)

@@ -12,7 +12,7 @@ import argparse
 import math
 import os
 
-from foundry_ext.cli import UsageError, add_config_arguments
+from foundry_ext.cli import UsageError, add_config_arguments, check_output_paths
 
 __all__ = ["add_arguments", "run"]
 
@@ -96,10 +96,7 @@ def _options(args: argparse.Namespace) -> tuple[float, float, int, float, str, s
     reading = args.reading or READINGS[0]
     if reading not in READINGS:
         raise UsageError(f"--reading {reading}: unknown; one of {', '.join(READINGS)}")
-    for option, path in (("--out", args.out), ("--csv", args.csv), ("--json", args.json)):
-        folder = os.path.dirname(os.path.abspath(path)) if path else None
-        if folder is not None and not os.path.isdir(folder):
-            raise UsageError(f"{option} {path}: the folder {folder} does not exist")
+    check_output_paths(("--out", args.out), ("--csv", args.csv), ("--json", args.json))
     return lr_min, lr_max, batches, beta, rule, reading
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from foundry_ext.cli import main
+from foundry_ext.outputs import OUTPUT_FOLDER
 
 WSD = "yamls/tiny-wsd.yaml"
 
@@ -35,7 +36,39 @@ def test_an_output_folder_that_does_not_exist_fails_before_any_work(
     out, err = capsys.readouterr()
     assert out == ""  # no chart was drawn first
     folder = tmp_path / "nodir"
-    assert err == f"foundry-ext plot: error: --out {folder}/lr.png: the folder {folder} does not exist\n"
+    assert err == (
+        f"foundry-ext plot: error: --out {folder}/lr.png: the folder {folder} does not exist; make it first "
+        "(only out/, the docs' output folder, is made for you)\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("command", "option"),
+    [
+        (["plot", WSD], "--csv"),
+        (["lr-find", WSD], "--json"),
+        (["law", "fit", "curve.csv"], "--out"),
+        (["anneal", "ep0-ba4-rank0.pt", WSD, "--decay", "4ba"], "--out"),
+        (["average", "ep0-ba4-rank0.pt", "ep0-ba8-rank0.pt"], "--out"),
+    ],
+    ids=lambda value: value[0] if isinstance(value, list) else value,
+)
+def test_every_command_refuses_a_missing_output_folder_with_the_same_line(
+    command: list[str], option: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One rule for every ``--out``/``--csv``/``--json`` (foundry_ext/outputs.py): the same line, before the inputs
+    are read (here empty files, which no command could use), nothing written."""
+    for name in ("curve.csv", "ep0-ba4-rank0.pt", "ep0-ba8-rank0.pt"):
+        (tmp_path / name).write_bytes(b"")
+    args = [str(tmp_path / a) if a.endswith((".csv", ".pt")) else a for a in command]
+    target = tmp_path / "nodir" / "x"
+    assert main([*args, option, str(target)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].endswith(
+        f"error: {option} {target}: the folder {target.parent} does not exist; make it first "
+        f"(only {OUTPUT_FOLDER}/, the docs' output folder, is made for you)"
+    ), err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["curve.csv", "ep0-ba4-rank0.pt", "ep0-ba8-rank0.pt"]
 
 
 @pytest.mark.parametrize(
