@@ -178,25 +178,19 @@ def _warmup(cfg: Mapping[str, Any], plan: BatchPlan, seq_len: int, start: Point,
     return f"{min(at[0].value(unit), start.value(unit))}{unit}"
 
 
-def last_lr(block: Mapping[str, Any], branch: RampBranch, peak: float) -> float:
-    r"""The LR of the branch's last batch: :math:`\eta\, m(T) f` at the timestamp Composer evaluates it (batch - 1)."""
-    from foundry_ext.config.base import build
-    from foundry_ext.config.durations import timestamp_of_batch
-    from foundry_ext.config.errors import ConfigError
-    from foundry_ext.schedules.base import run_check
-    from foundry_ext.schedules.wsd import WarmupStableDecay
+def last_lr(branch_cfg: Mapping[str, Any]) -> float:
+    """The LR of the branch's last batch, as the Trainer applies it: the ramp's preview of the branch's config.
 
-    unit = branch.unit
+    That is :func:`foundry_ext.preview.batch_size.ramp_steps`, the one path from a ramped YAML to the LR of every
+    batch (``plot`` and ``validate`` show it; tests/batch_size/test_ramp_training.py holds it to a real run's bits).
+    """
+    from foundry_ext.config.errors import ConfigError
+    from foundry_ext.preview.batch_size import ramp_steps
+
     try:
-        model = build(WarmupStableDecay, {k: v for k, v in block.items() if k != "name"})
-        check = run_check(model, Duration(branch.end.value(unit), unit), None)
-    except ConfigError as e:
-        raise AnnealError(f"CONFIG: {' '.join(str(e).splitlines())}") from None
-    if check.errors or check.resolved is None:
-        raise AnnealError(f"CONFIG: {check.errors[0] if check.errors else 'the branch schedule does not resolve'}")
-    at = points(branch.plan, branch.seq_len, timestamp_of_batch(branch.end.batch - 1), "ba")[-1]
-    m = model.multiplier(at.value(check.resolved.unit), check.resolved.values)
-    lr = peak * (m * branch.last_factor)  # as LambdaLR multiplies: base_lr * (multiplier * factor)
-    if not math.isfinite(lr):
+        _, steps = ramp_steps(branch_cfg)
+    except ConfigError as e:  # a stable warmup that does not fit the branch: said as the key it came from
+        raise AnnealError(f"CONFIG: {'; '.join(str(p) for p in e.problems)}") from None
+    if not math.isfinite(steps[-1].lr):
         raise AnnealError("the branch's LR is not finite")
-    return lr
+    return steps[-1].lr

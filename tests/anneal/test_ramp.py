@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from foundry_ext.anneal.options import AnnealError, parse_decay
-from foundry_ext.anneal.ramp import plan_of_checkpoint, ramp_branch
+from foundry_ext.anneal.ramp import last_lr, plan_of_checkpoint, ramp_branch
 from foundry_ext.config.train_yaml import load_train_config
 from tests.support.launcher import REPO
 
@@ -36,6 +36,13 @@ def test_a_decay_in_tokens_is_the_ramp_s_batches_over_those_tokens_across_a_stag
         "alpha_f": 0.0,
     }
     assert (branch.factor, branch.last_factor) == (2**0.5, 2.0)
+    # batch 8 trains at stage 2 (x 2) with the decay's value at batch 7's start (token 10240: a quarter done)
+    cfg = {
+        **load_train_config(YAML, []),
+        "max_duration": branch.max_duration,
+        "scheduler": branch.scheduler("linear", 0.0),
+    }
+    assert last_lr(cfg) == pytest.approx(3e-3 * 0.75 * 2, rel=1e-15)
 
 
 def test_a_decay_in_samples_or_batches_keeps_its_unit() -> None:
