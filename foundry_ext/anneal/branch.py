@@ -18,12 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from foundry_ext.anneal.options import AnnealError, parse_decay, parse_floor, parse_shape
+from foundry_ext.anneal.ramp import last_lr, ramp_branch
 from foundry_ext.anneal.source import Source, read_source
 from foundry_ext.catalog.callbacks import CheckpointGuardConfig
 from foundry_ext.checkpoint.owner import live_owner
-from foundry_ext.config.durations import Duration, DurationError, parse, timestamp_of_batch
+from foundry_ext.config.durations import DurationError, parse
 from foundry_ext.config.errors import ConfigError
 from foundry_ext.config.train_yaml import load_train_config, max_duration
+from foundry_ext.outputs import missing_folder
 
 __all__ = ["KEPT_FOLDER", "Branch", "keep_source", "plan_branch", "write_branch"]
 
@@ -96,15 +98,20 @@ def plan_branch(
             f"CONFIG {config_path}: no fsdp_config, but CHECKPOINT {checkpoint} is sharded (FSDP: a .metadata and a "
             "file per rank), which loads only into an FSDP run; expected the stable run's YAML, with its fsdp_config"
         )
-    length = length_of.batches(s, source.tokens_per_batch, source.samples_per_batch)
-    _check_budget(cfg, source, s, length, decay)
+    ramp = None  # a batch_size_schedule run's branch is planned in the decay's units (anneal/ramp.py)
+    if source.ramp is not None:
+        ramp = ramp_branch(cfg, source.ramp, s, source.samples, source.tokens, length_of.duration, decay)
+        length = ramp.length
+    else:
+        length = length_of.batches(s, source.tokens_per_batch, source.samples_per_batch)
+        _check_budget(cfg, source, s, length, decay)
     peak, lr = source.peaks[0], source.lrs[0]
     if alpha * peak > lr:
         raise AnnealError(
             f"--floor {floor}: the floor {alpha:g} x the peak LR {peak:.6g} = {alpha * peak:.6g} is above the "
             f"checkpoint's LR {lr:.6g} (batch {s}); expected a floor <= {lr / peak:.6g}"
         )
-    if lr != peak:
+    if lr != (peak if ramp is None else peak * ramp.factor):  # a ramp's stable phase: the peak times its stage's
         raise AnnealError(
             f"CHECKPOINT {checkpoint}: batch {s} trains at LR {lr:.6g} = {source.multiplier:.6g} x the peak "
             f"{peak:.6g}, inside a warmup or a decay: a branch decays from the peak, so its LR would jump back up at "
@@ -122,15 +129,19 @@ def plan_branch(
             "the overrides name the branch's: leave the stable run's out)"
         )
     folder = _folder(cfg, overrides, source, run_name)
-    scheduler = _scheduler(cfg, source, shape, alpha)
-    first, last = _lrs(scheduler, source, length)
+    if ramp is None:
+        scheduler = _scheduler(cfg, source, shape, alpha)
+        first, last = _lrs(scheduler, source, length)
+    else:
+        scheduler = ramp.scheduler(shape, alpha)
+        first, last = lr, last_lr({**cfg, "max_duration": ramp.max_duration, "scheduler": scheduler})
     branch_cfg = dict(cfg)
     branch_cfg.update(
         run_name=run_name,
         load_path=str(source.path),
         save_folder=folder,
         autoresume=True,
-        max_duration=f"{s + length}ba",
+        max_duration=f"{s + length}ba" if ramp is None else ramp.max_duration,
         scheduler=scheduler,
     )
     if branch_cfg.get("load_weights_only"):
@@ -279,9 +290,9 @@ def write_branch(branch: Branch, out: str) -> str:
 
 
 def _check_out(out: str, config_path: str) -> None:
-    folder = os.path.dirname(os.path.abspath(out))
-    if not os.path.isdir(folder):
-        raise AnnealError(f"--out {out}: the folder {folder} does not exist")
+    problem = missing_folder("--out", out)
+    if problem is not None:
+        raise AnnealError(problem)
     if os.path.isdir(out):
         raise AnnealError(f"--out {out}: is a folder; expected the branch YAML's file name, e.g. {out}/branch.yaml")
     if os.path.exists(out) and os.path.exists(config_path) and os.path.samefile(out, config_path):
@@ -485,21 +496,20 @@ def _scheduler(cfg: Mapping[str, Any], source: Source, shape: str, alpha: float)
 
 
 def _lrs(block: Mapping[str, Any], source: Source, length: int) -> tuple[float, float]:
-    """The branch's LR at its first batch (``s``, the checkpoint's) and its last (``s + LEN - 1``), group 0."""
-    from foundry_ext.config.base import build
-    from foundry_ext.schedules.base import run_check
-    from foundry_ext.schedules.wsd import WarmupStableDecay
+    """The branch's LR at its first batch (``s``, the checkpoint's) and its last (``s + LEN - 1``), group 0.
 
-    s = source.batch
-    try:
-        model = build(WarmupStableDecay, {k: v for k, v in block.items() if k != "name"})
-        check = run_check(model, Duration(s + length, "ba"), None)
-    except ConfigError as e:  # a stable warmup that does not fit: said as the key it came from
-        raise AnnealError(f"CONFIG: {' '.join(str(e).splitlines())}") from None
-    if check.errors or check.resolved is None:
-        raise AnnealError(f"CONFIG: {check.errors[0] if check.errors else 'the branch schedule does not resolve'}")
-    last_batch = s + length - 1
-    last = source.peaks[0] * model.multiplier(timestamp_of_batch(last_batch), check.resolved.values)
+    The last is the checkpoint's peak LR (a resumed run keeps the checkpoint's base LR) times the multiplier the LR
+    pipeline gives that batch for the branch's block and ``max_duration`` (what ``plot`` shows of the branch's YAML).
+
+    Raises:
+        ConfigError: the branch's block is refused (as the key it came from).
+    """
+    from foundry_ext.config.train_yaml import run_clock
+    from foundry_ext.preview.pipeline import LRPipeline
+
+    cfg = {"max_duration": f"{source.batch + length}ba", "scheduler": dict(block)}
+    pipeline = LRPipeline.from_config(cfg, run_clock(cfg), check_name=False, read_lr=False)
+    last = source.peaks[0] * pipeline.multiplier(source.batch + length - 1)
     first = source.lrs[0]
     if not math.isfinite(last):
         raise AnnealError("the branch's LR is not finite")
