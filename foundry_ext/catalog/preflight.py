@@ -23,72 +23,28 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from foundry_ext.catalog.batch_size import check_batch_size_schedule
-from foundry_ext.catalog.callbacks import FIELD as GUARD_FIELD
-from foundry_ext.catalog.callbacks import UNCHECKED_SUFFIXES
+from foundry_ext.catalog.callback_checks import check_callbacks, check_checkpoint_guard
+from foundry_ext.catalog.findings import Findings
 from foundry_ext.catalog.fsdp import check_fsdp
+from foundry_ext.catalog.monitor import check_monitor
 from foundry_ext.catalog.registry import (
-    CALLBACK_MODELS,
-    FOUNDRY_CALLBACKS,
     SCHEDULE_MODELS,
-    foreign_callback_names,
     foreign_scheduler_names,
     validate_block,
 )
-from foundry_ext.config.base import build
 from foundry_ext.config.durations import UnknownBatchesPerEpoch, parse
-from foundry_ext.config.errors import ConfigError, Problem, did_you_mean, not_a_scheduler, stop_run
+from foundry_ext.config.errors import ConfigError, Problem, not_a_scheduler, stop_run
 from foundry_ext.config.notices import warn_once
-from foundry_ext.config.train_yaml import RunClock, drop_null_scheduler_keys, run_clock
+from foundry_ext.config.train_yaml import drop_null_scheduler_keys, run_clock
 from foundry_ext.schedules.base import ScheduleModel, run_check
 from foundry_ext.schedules.run_lr import likely_mistakes, plateau_interval_warning, run_lr_findings, setting_warnings
 
-__all__ = ["EVAL_METRICS", "Findings", "check_train_config", "preflight_transform"]
-
-# llm-foundry 0.22: metric registry name -> the class name Composer logs (metrics/<label>/<ClassName>).
-_METRIC_CLASSES = {
-    "language_cross_entropy": "LanguageCrossEntropy",
-    "language_perplexity": "LanguagePerplexity",
-    "token_accuracy": "TokenAccuracy",
-    "lm_accuracy": "InContextLearningLMAccuracy",
-    "lm_expected_calibration_error": "InContextLearningLMExpectedCalibrationError",
-    "mc_expected_calibration_error": "InContextLearningMCExpectedCalibrationError",
-    "mc_accuracy": "InContextLearningMultipleChoiceAccuracy",
-    "qa_accuracy": "InContextLearningGenerationExactMatchAccuracy",
-    "masked_accuracy": "MaskedAccuracy",
-}
-_CAUSAL_LM = (
-    "language_cross_entropy", "language_perplexity", "token_accuracy", "lm_accuracy", "lm_expected_calibration_error",
-    "mc_expected_calibration_error", "mc_accuracy", "qa_accuracy",
-)  # fmt: skip
-#: Model family (``model.name``) -> the eval metrics its evaluators report by default (registry names); checked
-#: against real llm-foundry models by ``tests/catalog/test_preflight.py``.
-EVAL_METRICS: dict[str, tuple[str, ...]] = {
-    "mpt_causal_lm": _CAUSAL_LM,
-    "hf_causal_lm": _CAUSAL_LM,
-    "hf_t5": ("language_cross_entropy", "masked_accuracy"),
-}
-
-
-@dataclass
-class Findings:
-    """What :func:`check_train_config` found.
-
-    Errors: the run would fail or misbehave. Warnings: it trains, but not as the config suggests (a warmup longer than
-    the run). Notes: checks that could not be made (e.g. epochs without a known dataset size).
-    """
-
-    errors: list[Problem] = field(default_factory=list)
-    warnings: list[Problem] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    scheduler: ScheduleModel | None = None
-    clock: RunClock | None = None
+__all__ = ["check_train_config", "known_scheduler_names", "preflight_transform"]
 
 
 def check_train_config(
@@ -123,15 +79,15 @@ def check_train_config(
         )
     else:
         found.scheduler = _check_scheduler(dict(block), found)
-    _check_callbacks(cfg.get("callbacks"), name, found)
+    check_callbacks(cfg.get("callbacks"), name, found)
     _, ramp_problems, ramp_notes = check_batch_size_schedule(cfg, world_size)
     found.errors += [p for p in ramp_problems if p not in found.errors]  # callbacks' keys: checked once above
     found.notes += ramp_notes
-    _check_checkpoint_guard(cfg, found)
+    check_checkpoint_guard(cfg, found)
     found.errors += check_fsdp(cfg, world_size=world_size)  # fsdp_config, and the checkpoint the run will load
     _check_optimizer_lr(cfg, found)
     if isinstance(found.scheduler, ScheduleModel) and found.scheduler.name == "reduce_lr_on_plateau":
-        _check_monitor(found.scheduler, cfg, found)
+        check_monitor(found.scheduler, cfg, found)
         _check_plateau_intervals(found.scheduler, cfg, found)
     return found
 
@@ -249,167 +205,6 @@ def _check_plateau_intervals(model: ScheduleModel, cfg: Mapping[str, Any], found
     if warning is not None:
         found.warnings.append(
             Problem("eval_interval", f"{warning.message.replace('never checks its monitor', 'never evaluates')}")
-        )
-
-
-def _check_callbacks(block: Any, scheduler_name: Any, found: Findings) -> None:
-    if block is None:
-        return
-    if not isinstance(block, Mapping):
-        found.errors.append(
-            Problem("callbacks", f"expected a mapping of callback name -> settings, got {type(block).__name__}")
-        )
-        return
-    foreign = foreign_callback_names()
-    registry = sys.modules.get("llmfoundry.registry")
-    registered = (
-        set(registry.callbacks.get_all()) | set(registry.callbacks_with_config.get_all()) if registry else set()
-    )
-    known = sorted(set(CALLBACK_MODELS) | set(FOUNDRY_CALLBACKS) | set(foreign) | registered)
-    for name, kwargs in block.items():
-        path = f"callbacks.{name}"
-        if kwargs is not None and not isinstance(kwargs, Mapping):
-            found.errors.append(Problem(path, f"expected a mapping of settings (or {{}}), got {kwargs!r}"))
-            continue
-        kwargs = dict(kwargs or {})
-        if name in CALLBACK_MODELS:
-            try:
-                build(CALLBACK_MODELS[name], kwargs, path)
-            except ConfigError as e:
-                found.errors += e.problems
-            if name == "reduce_lr_on_plateau" and scheduler_name != "reduce_lr_on_plateau":
-                found.errors.append(
-                    Problem(
-                        path,
-                        f"is listed but scheduler.name is {scheduler_name!r}: the callback only serves "
-                        "scheduler.name: reduce_lr_on_plateau (which attaches it by itself); remove it or switch the "
-                        "scheduler",
-                    )
-                )
-        elif name in FOUNDRY_CALLBACKS and name not in foreign:
-            keys = FOUNDRY_CALLBACKS[name]
-            if keys is None:
-                continue  # takes **kwargs
-            required, optional = keys
-            allowed = [*required, *optional]
-            for key in kwargs:
-                if key not in allowed:
-                    shown = f"allowed keys: {', '.join(allowed)}" if allowed else "takes no keys"
-                    found.errors.append(
-                        Problem(f"{path}.{key}", f"unknown key{did_you_mean(str(key), allowed)}; {shown}")
-                    )
-            for key in required:
-                if key not in kwargs:
-                    found.errors.append(Problem(f"{path}.{key}", f"is required by llm-foundry's {name} callback"))
-        elif name not in known:
-            found.errors.append(Problem(path, f"{name!r} is not a registered callback{did_you_mean(str(name), known)}"))
-
-
-def _name_pattern(name: str) -> re.Pattern[str]:
-    """A checkpoint file name template (``ep{epoch}-ba{batch}-rank{rank}.pt``) as a regex of the names it makes."""
-    parts = re.split(r"\{[^{}]*\}", name)
-    return re.compile(".+".join(re.escape(part) for part in parts))
-
-
-def _check_checkpoint_guard(cfg: Mapping[str, Any], found: Findings) -> None:
-    """What ``callbacks.checkpoint_guard`` needs of the run's saving keys, before the model is built.
-
-    The callback itself refuses a compressed ``save_filename`` and a quarantine folder named like a checkpoint only at
-    ``BEFORE_LOAD`` (after the model is built) or when a partial checkpoint must be moved; both are known from the
-    YAML.
-    """
-    callbacks = cfg.get("callbacks")
-    if not isinstance(callbacks, Mapping) or "checkpoint_guard" not in callbacks:
-        return
-    guard = callbacks["checkpoint_guard"] or {}
-    if not isinstance(guard, Mapping):
-        return  # reported by _check_callbacks
-    if not cfg.get("save_folder"):
-        found.warnings.append(
-            Problem(
-                GUARD_FIELD,
-                "the run has no save_folder: it saves no checkpoints and the guard has nothing to guard; set "
-                "save_folder, or remove the callback",
-            )
-        )
-        return
-    filename = str(cfg.get("save_filename") or "ep{epoch}-ba{batch}-rank{rank}.pt")
-    if filename.endswith(UNCHECKED_SUFFIXES):
-        found.errors.append(
-            Problem(
-                "save_filename",
-                f"{filename!r} is compressed or a tar archive; {GUARD_FIELD} checks uncompressed torch files (.pt) "
-                "and sharded folders only: save uncompressed (e.g. ep{epoch}-ba{batch}-rank{rank}.pt), or remove "
-                "the callback",
-            )
-        )
-    quarantine = guard.get("quarantine_folder", "quarantine")
-    if not isinstance(quarantine, str) or not quarantine:
-        return  # reported by the callback's own keys
-    first = quarantine.split("/", 1)[0]
-    latest = str(cfg.get("save_latest_filename") or "latest-rank{rank}.pt")
-    templates = [t.rpartition("/")[2] for t in (filename, latest)]
-    if first.endswith((".pt", *UNCHECKED_SUFFIXES)) or any(_name_pattern(t).fullmatch(first) for t in templates):
-        found.errors.append(
-            Problem(
-                f"{GUARD_FIELD}.quarantine_folder",
-                f"{quarantine!r} is named like a checkpoint file ({', '.join(templates)}); the guard would take it "
-                "for one: choose another name, e.g. quarantine",
-            )
-        )
-
-
-def _check_monitor(model: ScheduleModel, cfg: Mapping[str, Any], found: Findings) -> None:
-    monitor: str = model.monitor  # type: ignore[attr-defined]
-    family = cfg.get("model", {}).get("name") if isinstance(cfg.get("model"), Mapping) else None
-    family = family if isinstance(family, str) else None  # a list or a mapping there: llm-foundry names it
-    if monitor.startswith("loss/train/"):
-        if family in EVAL_METRICS and monitor != "loss/train/total":
-            found.errors.append(
-                Problem("scheduler.monitor", f"{monitor!r}: {family} logs one train loss, 'loss/train/total'")
-            )
-        return
-    loaders = cfg.get("eval_loader") or cfg.get("eval_loaders")
-    if not loaders and not cfg.get("icl_tasks"):
-        found.errors.append(
-            Problem(
-                "scheduler.monitor",
-                f"{monitor!r} is an eval metric but the config has no eval_loader; add one, or monitor a train loss: "
-                "monitor: loss/train/total with check_interval: 100ba",
-            )
-        )
-        return
-    label, _, metric = monitor[len("metrics/") :].rpartition("/")
-    if loaders and not cfg.get("icl_tasks"):  # ICL labels come from the task files: not checked here
-        if isinstance(loaders, Mapping):
-            labels = ["eval"]
-        else:
-            labels = [f"eval/{loader.get('label')}" for loader in loaders if isinstance(loader, Mapping)]
-        if label not in labels:
-            found.errors.append(
-                Problem(
-                    "scheduler.monitor",
-                    f"{monitor!r} names evaluator {label!r}, but the eval loaders are labelled "
-                    f"{', '.join(repr(x) for x in labels)} (metrics/<label>/<metric>)",
-                )
-            )
-            return
-    if family not in EVAL_METRICS:
-        found.notes.append(
-            f"scheduler.monitor: model {family!r} is not one whose metrics are known here; the metric "
-            "name is checked when training starts, before the first batch"
-        )
-        return
-    model_cfg = cfg["model"]
-    extra = [*(model_cfg.get("additional_train_metrics") or []), *(model_cfg.get("additional_eval_metrics") or [])]
-    names = [_METRIC_CLASSES.get(m, m) for m in (*EVAL_METRICS[family], *extra)]
-    if metric not in names:
-        found.errors.append(
-            Problem(
-                "scheduler.monitor",
-                f"{monitor!r}: {family} reports no {metric!r}{did_you_mean(metric, names)}; it reports "
-                f"{', '.join(f'metrics/{label}/{n}' for n in names)}",
-            )
         )
 
 

@@ -11,7 +11,7 @@ from llmfoundry import registry
 from pydantic_core import PydanticUndefined
 from torch.optim import lr_scheduler as torch_lr
 
-from foundry_ext.catalog.preflight import _METRIC_CLASSES, EVAL_METRICS
+from foundry_ext.catalog.monitor import _METRIC_CLASSES, EVAL_METRICS
 from foundry_ext.catalog.registry import CALLBACK_MODELS, FOUNDRY_CALLBACKS, SCHEDULE_MODELS
 from foundry_ext.config.durations import Duration
 from foundry_ext.schedules.torch import REFUSED, RESERVED, TORCH_MODELS

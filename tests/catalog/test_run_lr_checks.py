@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from foundry_ext.catalog.findings import Findings
 from foundry_ext.catalog.preflight import check_train_config
 from foundry_ext.catalog.registry import validate_block
 from foundry_ext.cli import main
@@ -42,6 +43,7 @@ def test_valid_multistep_without_milestones_is_a_note() -> None:
     cfg = copy.deepcopy(BASE)
     cfg["scheduler"] = {"name": "multistep_with_warmup", "t_warmup": "2ba", "milestones": []}
     found = check_train_config(cfg)
+    assert isinstance(found, Findings)  # the one result type the pre-flight's modules fill
     assert (found.errors, found.warnings) == ([], [])
     assert any("scheduler.milestones: [] has no milestone" in note for note in found.notes)
 
