@@ -11,7 +11,7 @@ a wrong key or value is reported as one line per problem that names the YAML fie
 from __future__ import annotations
 
 from pathlib import PurePosixPath
-from typing import ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -220,3 +220,32 @@ class SpikeGuardConfig(ConfigModel):
                 "window must hold the history a z-score needs)",
             )
         return self
+
+
+INJECT_FIELD = "callbacks.inject_bad_batches"
+
+
+class InjectBadBatchesConfig(ConfigModel):
+    """``callbacks.inject_bad_batches``: spoil chosen batches on purpose, to watch ``spike_guard`` act.
+
+    A demonstration and test tool (:class:`foundry_ext.trainer.spike_guard.inject.InjectBadBatches`), never for a real
+    run: the batches ``at`` are replaced, before the forward pass, by uniform random tokens.
+
+    Args:
+        at (list[int]): The batches to spoil, 0-indexed (the ``spike_guard`` lines count them from 1).
+        vocab_size (int): Random tokens are drawn from ``[0, vocab_size)``: at most the model's vocabulary.
+            Default = ``512`` (the demo tokenizer's).
+        seed (int): Seed of the random tokens (each batch's from ``seed`` and its index). Default = ``0``.
+        shift (float): Added to the targets of a batch that is an ``(inputs, targets)`` pair (not an LM batch).
+            Default = ``100``.
+    """
+
+    at: list[Annotated[int, Field(ge=0)]] = Field(
+        min_length=1, max_length=_MAX_WINDOW, description="0-indexed batches to replace by random tokens"
+    )
+    vocab_size: int = Field(default=512, ge=1, description="random tokens are drawn from [0, vocab_size)")
+    seed: int = Field(default=0, ge=0, le=_MAX_WINDOW, description="seed of the random tokens")
+    shift: float = Field(
+        default=100.0, allow_inf_nan=False, description="added to the targets of an (inputs, targets) batch"
+    )
+

@@ -18,6 +18,7 @@ from typing import Any
 
 from foundry_ext.catalog.callbacks import (
     CheckpointGuardConfig,
+    InjectBadBatchesConfig,
     PlateauCallbackKeys,
     ResumeCheckKeys,
     SpikeGuardConfig,
@@ -71,6 +72,7 @@ def _callback_models() -> dict[str, type[ConfigModel]]:
         "schedule_resume_check": ResumeCheckKeys,
         "checkpoint_guard": CheckpointGuardConfig,
         "spike_guard": SpikeGuardConfig,
+        "inject_bad_batches": InjectBadBatchesConfig,  # a demo tool: spoils batches to show spike_guard acting
         "batch_size_schedule": BatchSizeSchedule,  # written there from the top-level key (catalog/batch_size.py)
     }
 

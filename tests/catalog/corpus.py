@@ -391,6 +391,32 @@ HAND_BAD: dict[str, tuple[dict[str, Any], str, str]] = {
         "callbacks.spike_guard.skip_data.at_batch",
         "-1 is out of range",
     ),
+    # issue 46: the injector that shows spike_guard acting, registered for YAML use this round
+    "inject-bad-batches-no-at": (
+        {"callbacks": {"inject_bad_batches": {}}},
+        "callbacks.inject_bad_batches.at",
+        "required",
+    ),
+    "inject-bad-batches-at-empty": (
+        {"callbacks": {"inject_bad_batches": {"at": []}}},
+        "callbacks.inject_bad_batches.at",
+        "",
+    ),
+    "inject-bad-batches-at-negative": (
+        {"callbacks": {"inject_bad_batches": {"at": [3, -1]}}},
+        "callbacks.inject_bad_batches.at[1]",
+        "-1 is out of range",
+    ),
+    "inject-bad-batches-vocab-0": (
+        {"callbacks": {"inject_bad_batches": {"at": [3], "vocab_size": 0}}},
+        "callbacks.inject_bad_batches.vocab_size",
+        "0 is out of range; expected an integer >= 1",
+    ),
+    "inject-bad-batches-typo": (
+        {"callbacks": {"inject_bad_batches": {"at": [3], "vocab": 512}}},
+        "callbacks.inject_bad_batches.vocab",
+        "",
+    ),
     "resume-check-reset-lr-text": (
         {"callbacks": {"schedule_resume_check": {"reset_lr": "yes"}}},
         "callbacks.schedule_resume_check.reset_lr",

@@ -1,9 +1,11 @@
-"""Bad batches on purpose, for the tests and the benchmark: a callback that spoils chosen batches of a run.
+"""Bad batches on purpose, to watch the spike guard act: a callback that spoils chosen batches of a run.
 
 At ``Event.AFTER_DATALOADER`` of each chosen batch (0-indexed), before the forward pass, it replaces the batch: the
 token ids of a language-model batch (``input_ids``, ``labels``) by uniform random tokens (a seeded generator), the
-targets of a ``(inputs, targets)`` batch by targets shifted by ``shift``. List it in ``callbacks=`` of a ``Trainer``;
-it is not registered for YAML use.
+targets of a ``(inputs, targets)`` batch by targets shifted by ``shift``. In a train YAML it is
+``callbacks.inject_bad_batches`` (keys: :class:`foundry_ext.catalog.callbacks.InjectBadBatchesConfig`, checked by
+``validate`` and before the first batch); in code, list it in ``callbacks=`` of a ``Trainer``. The tests and the
+benchmark spoil batches with it; never list it in a run whose model you keep.
 """
 
 from __future__ import annotations
@@ -29,10 +31,11 @@ class InjectBadBatches(Callback):
     """
 
     def __init__(self, at: Iterable[int], vocab_size: int = 512, seed: int = 0, shift: float = 100.0) -> None:
+        # the YAML's keys are checked, one line each, by the pre-flight (catalog/callbacks.InjectBadBatchesConfig)
         self.at = set(int(b) for b in at)
-        self.vocab_size = vocab_size
-        self.seed = seed
-        self.shift = shift
+        self.vocab_size = int(vocab_size)
+        self.seed = int(seed)
+        self.shift = float(shift)
         self.spoiled: list[int] = []
 
     def after_dataloader(self, state: State, logger: Logger) -> None:
