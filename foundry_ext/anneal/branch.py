@@ -26,6 +26,7 @@ from foundry_ext.config.durations import DurationError, parse
 from foundry_ext.config.errors import ConfigError
 from foundry_ext.config.train_yaml import load_train_config, max_duration
 from foundry_ext.outputs import missing_folder
+from foundry_ext.text import one_line
 
 __all__ = ["KEPT_FOLDER", "Branch", "keep_source", "plan_branch", "write_branch"]
 
@@ -75,6 +76,7 @@ def plan_branch(
 
     Raises:
         AnnealError: one line naming the option, the file or the key, the value and what is allowed.
+        ConfigError: CONFIG cannot be loaded (missing, invalid YAML, a bad override), its problems as they are.
     """
     length_of = parse_decay(decay)
     alpha = parse_floor(floor)
@@ -82,10 +84,8 @@ def plan_branch(
     if out is not None:
         _check_out(out, config_path)
     own = ("save_folder", "run_name")  # the branch's: the stable run's values are read from the file
-    try:
-        cfg = load_train_config(config_path, [o for o in overrides if o.partition("=")[0].strip() not in own])
-    except ConfigError as e:
-        raise AnnealError(f"CONFIG {config_path}: {' '.join(str(e).splitlines()).removeprefix(': ')}") from None
+    # a ConfigError goes up as it is: the CLI says it as every command says a config's problem
+    cfg = load_train_config(config_path, [o for o in overrides if o.partition("=")[0].strip() not in own])
     source = read_source(checkpoint)
     if out is not None:
         _check_out_outside_stable(out, source)
@@ -264,10 +264,10 @@ def write_branch(branch: Branch, out: str) -> str:
     # The comment names the stable run and --out, text from a checkpoint and an option: escaped, a line break in
     # either would start a line of YAML keys (code_paths: a file the branch imports when trained).
     header = (
-        f"# A branch of {_printable(branch.source.run_name or 'the stable run')} from batch {branch.source.batch}, "
+        f"# A branch of {one_line(branch.source.run_name or 'the stable run')} from batch {branch.source.batch}, "
         f"written by foundry-ext anneal: {branch.shape} decay over {branch.length} batches to {branch.floor:g} x the "
         "peak LR.\n"
-        f"# Run it (and relaunch it, after a kill, with the same command): composer train.py {_printable(out)}\n"
+        f"# Run it (and relaunch it, after a kill, with the same command): composer train.py {one_line(out)}\n"
     )
     try:  # the YAML first: an --out that cannot be written leaves nothing behind, not even the kept source
         with open(tmp, "w") as f:
@@ -331,11 +331,6 @@ def _check_plain_name(run_name: str, given: bool, stable_name: str, checkpoint: 
         "or a control character: the branch's name and folder are derived from it); give the branch's with "
         "run_name=NAME"
     )
-
-
-def _printable(text: str) -> str:
-    r"""``text`` with every character that is not printable escaped (``\n``, ``\r``, ``\x85``, ``\u2028``)."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def _norm(name: Any) -> str:

@@ -1,7 +1,7 @@
 """A config's problem reads the same from every command that takes a train YAML (issue 45).
 
 One mapping turns a ``ConfigError`` into the command's error line (``UsageError.of_config``): the same bad config
-gives ``plot``, ``validate``, ``lr-find`` and ``law`` the same line, ``<yaml.field>: <problem>; <what is
+gives ``plot``, ``validate``, ``lr-find``, ``anneal`` and ``law`` the same line, ``<yaml.field>: <problem>; <what is
 allowed>``, problems joined by ``; `` on the one line (``validate`` lists the pipeline's problems a line each, as its
 report). A scheduler name no registry holds is worded once (``config.errors.not_a_scheduler``), and every quoted
 text is escaped by one function (``foundry_ext.text.one_line``).
@@ -26,6 +26,7 @@ COMMANDS = {
     "plot": ["plot", "{config}", "--out", "{tmp}/lr.png"],
     "validate": ["validate", "{config}"],
     "lr-find": ["lr-find", "{config}"],
+    "anneal": ["anneal", "{tmp}/no-checkpoint.pt", "{config}", "--decay", "2ba", "--out", "{tmp}/branch.yaml"],
     "law": ["law", "predict", "{law}", "{config}"],
 }
 
@@ -79,7 +80,7 @@ def test_one_bad_config_is_the_same_line_from_every_command(
     if expected is not None:
         assert first == expected.format(**fill)
     assert said == dict.fromkeys(COMMANDS, first)
-    assert not (tmp_path / "lr.png").exists()
+    assert not (tmp_path / "lr.png").exists() and not (tmp_path / "branch.yaml").exists()
 
 
 def test_several_problems_are_one_line_in_validates_order(
