@@ -5,6 +5,7 @@ The Trainer side (the same numbers in a real ``composer train.py`` run) is ``tes
 
 from __future__ import annotations
 
+import copy
 import itertools
 import math
 import re
@@ -216,6 +217,31 @@ def test_a_valid_ramp_passes_validate_with_its_stages(tmp_path: Path, capsys: py
     # 16384 tok = 256 samples of 64: 8 steps of 4, 4 of 8, then 12 of 16 (samples 64..256)
     assert len(rows) == 8 + 4 + 12
     assert rows[8].split(",")[:5] == ["8", "2048", "32", "8", "1"]
+
+
+@pytest.mark.parametrize(
+    "scheduler",
+    [
+        {"name": "reduce_lr_on_plateau", "monitor": "metrics/eval/LanguageCrossEntropy"},
+        {"name": "torch_lr_scheduler", "type": "StepLR", "step_size": 4},
+    ],
+    ids=lambda s: s["name"],
+)
+def test_a_ramp_with_a_schedule_stepped_at_run_time_validates_without_its_steps(
+    scheduler: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Such a run trains with the ramp (test_ramp_schedulers.py): validate says OK, with a line saying why no steps are
+    shown; the ramp's own keys are still checked (a stage that is no multiple of the base batch is refused)."""
+    cfg = copy.deepcopy(ramp_config())  # its stages are shared with the other tests: changed below
+    cfg["scheduler"] = scheduler
+    assert main(["validate", str(write(tmp_path, cfg))]) == 0, capsys.readouterr()
+    out = capsys.readouterr().out
+    assert f"ramp: steps not previewed: scheduler {scheduler['name']!r} is stepped at run time" in out
+    assert "OK: " in out
+    cfg["batch_size_schedule"]["stages"][0]["global_train_batch_size"] = 6  # the base batch is 4
+    assert main(["validate", str(write(tmp_path, cfg))]) == 2
+    err = capsys.readouterr().err
+    assert "batch_size_schedule.stages[0].global_train_batch_size: 6 is not a whole multiple" in err, err
 
 
 def test_the_check_accepts_the_callbacks_spelling() -> None:
