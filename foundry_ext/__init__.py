@@ -5,6 +5,26 @@ selects them by ``scheduler.name`` with no code change. Python users import the 
 
 The classes are imported on first use (PEP 562): ``import foundry_ext`` alone imports neither torch nor Composer, so
 the ``foundry-ext`` command starts in a fraction of a second.
+
+The package, top to bottom (each layer imports only those below it: pyproject.toml ``[tool.importlinter]``, checked
+by ``lint-imports``):
+
+* ``cli``: the ``foundry-ext`` command, one module (or package) per subcommand, imported only when used.
+* the tools, side by side: ``anneal`` (branch a cooldown from a checkpoint), ``average`` (average checkpoints),
+  ``lr_find`` (the LR range test), ``law`` (loss laws: fit, predict, tune), ``demo_data`` (the offline demo data).
+* ``preview``: the LR of every batch of a run before the run (the one YAML -> LR path), its chart and figure.
+* ``figures``: how a figure is drawn and saved (matplotlib is imported here and in ``preview.figure`` only).
+* ``runlog``: one reader of run logs (CSV, MLflow).
+* ``trainer``: what runs inside Composer's Trainer: the schedulers llm-foundry builds, this package's callbacks
+  (``checkpoint_guard``, ``spike_guard``, the plateau, the batch-size ramp, the resume check) and config transforms.
+* ``catalog``: the names this package knows (schedulers, callbacks, llm-foundry's keys) and the checks made on a
+  whole train config before anything is built; neither torch nor Composer.
+* ``schedules``: one typed model per ``scheduler.name``, with its formula.
+* ``config`` (durations, errors, the model base), ``checkpoint`` (reading checkpoints without trusting them, the
+  folder's owner) and ``streaming_cleanup`` (what mosaicml-streaming leaves behind).
+* helpers that import nothing of the package: ``text`` (one printable line), ``outputs`` (where a command may write),
+  ``_command`` (a command line that pastes), ``_exit`` (a rank's exit status), ``_process`` (is a process alive),
+  ``_lazy`` (lazy exports).
 """
 
 from __future__ import annotations
