@@ -4,8 +4,11 @@
 * :mod:`~foundry_ext.anneal.source`: which checkpoint a path names (a file, a folder's latest, a sharded folder) and
   what the branch needs from it (batch, LRs, optimizer, batch size, model config), read with the bounded reader of
   :mod:`foundry_ext.checkpoint` (no code from the file is run);
-* :mod:`~foundry_ext.anneal.branch`: the branch's train YAML: checked against the checkpoint, its folder decided,
-  its LRs computed with the schedule's own formula.
+* :mod:`~foundry_ext.anneal.branch`: the branch's plan (:func:`plan_branch`: decides, writes nothing), made of
+  :mod:`~foundry_ext.anneal.checks` (its --out, name, run, budget and folder checked against the checkpoint),
+  :mod:`~foundry_ext.anneal.schedule` (its scheduler block and LRs, from the LR pipeline) and
+  :mod:`~foundry_ext.anneal.ramp` (a batch-size ramp's branch, in the decay's units);
+* :mod:`~foundry_ext.anneal.write`: the branch's YAML written, its source kept (:mod:`~foundry_ext.anneal.keep`).
 
 Every refusal is an :class:`~foundry_ext.anneal.options.AnnealError`, one line, raised before anything is written.
 """
@@ -20,12 +23,13 @@ _EXPORTS = {
     "AnnealError": "foundry_ext.anneal.options",
     "Branch": "foundry_ext.anneal.branch",
     "plan_branch": "foundry_ext.anneal.branch",
-    "write_branch": "foundry_ext.anneal.branch",
+    "write_branch": "foundry_ext.anneal.write",
 }
 __all__ = ["AnnealError", "Branch", "plan_branch", "write_branch"]
 
 if TYPE_CHECKING:
-    from foundry_ext.anneal.branch import Branch, plan_branch, write_branch
+    from foundry_ext.anneal.branch import Branch, plan_branch
     from foundry_ext.anneal.options import AnnealError
+    from foundry_ext.anneal.write import write_branch
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -44,8 +44,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Plan the branch (every check before anything is written), write its YAML, print how to run it."""
     from foundry_ext._command import composer_command, shown_path
-    from foundry_ext.anneal.branch import plan_branch, write_branch
+    from foundry_ext.anneal.branch import plan_branch
     from foundry_ext.anneal.options import AnnealError
+    from foundry_ext.anneal.write import write_branch
     from foundry_ext.config.errors import ConfigError
 
     try:
