@@ -160,8 +160,7 @@ def run(args: argparse.Namespace) -> int:
     """Build the pipeline, evaluate it at the sampled batches, print the report and draw the PNG."""
     from foundry_ext.config.errors import ConfigError
     from foundry_ext.config.train_yaml import error_message
-    from foundry_ext.law.lawfile import LawFileError
-    from foundry_ext.law.predict import law_curve
+    from foundry_ext.law.lawfile import LawFileError, law_curve
     from foundry_ext.preview.chart import report, sample_batches
     from foundry_ext.preview.figure import draw
     from foundry_ext.preview.pipeline import BatchesPerEpochNeeded, LRPipeline, ScheduleError

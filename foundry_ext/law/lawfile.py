@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from foundry_ext.law.fit import FitResult
 from foundry_ext.law.forms import FORMS
 
-__all__ = ["MAX_BYTES", "VERSION", "Law", "LawFileError", "read_law", "read_law_file", "write_law"]
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = ["MAX_BYTES", "VERSION", "Law", "LawFileError", "law_curve", "read_law", "read_law_file", "write_law"]
 
 VERSION = 1
 MAX_BYTES = 16 * 1024 * 1024  # a LAW.json is a few kB; more is not one
@@ -219,3 +223,19 @@ def read_law_file(path: str) -> Law:
             )
             law.verdict, law.reason = derived, law.edited
     return law
+
+
+def law_curve(path: str, every_lr: np.ndarray, xs: Sequence[int]) -> tuple[list[int], list[float], str]:
+    """The loss a LAW.json predicts after each batch of ``xs`` (``x + 1`` batches trained), from every batch's LR.
+
+    Returns:
+        The batch counts, the losses and the law's form. Raises ``LawFileError`` for an unreadable file.
+    """
+    import numpy as np
+
+    from foundry_ext.law.predict import predict
+
+    form, params = read_law(path)
+    steps = np.asarray(xs, dtype=np.int64) + 1
+    loss = predict(form, params, np.asarray(every_lr), steps).tolist()
+    return [int(s) for s in steps], loss, form

@@ -13,7 +13,7 @@ from foundry_ext.law.trace import Trace
 if TYPE_CHECKING:
     from foundry_ext.preview.pipeline import LRPipeline
 
-__all__ = ["law_curve", "predict", "predict_points", "yaml_pipeline"]
+__all__ = ["predict", "predict_points", "yaml_pipeline"]
 
 
 def predict_points(total: int, points: int, exact: Sequence[int] = ()) -> np.ndarray:
@@ -61,17 +61,3 @@ def yaml_pipeline(config: str, overrides: Sequence[str], metrics: list[tuple[int
     except UnknownBatchesPerEpoch as e:
         raise BatchesPerEpochNeeded(str(e)) from None
     return LRPipeline.from_config(cfg, clock, metrics=metrics, require_lr=True)
-
-
-def law_curve(path: str, every_lr: np.ndarray, xs: Sequence[int]) -> tuple[list[int], list[float], str]:
-    """The loss a LAW.json predicts after each batch of ``xs`` (``x + 1`` batches trained), from every batch's LR.
-
-    Returns:
-        The batch counts, the losses and the law's form. Raises ``LawFileError`` for an unreadable file.
-    """
-    from foundry_ext.law.lawfile import read_law
-
-    form, params = read_law(path)
-    steps = np.asarray(xs, dtype=np.int64) + 1
-    loss = predict(form, params, np.asarray(every_lr), steps).tolist()
-    return [int(s) for s in steps], loss, form
