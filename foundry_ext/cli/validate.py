@@ -179,13 +179,11 @@ def _has_ramp(cfg: Mapping[str, Any]) -> bool:
 
 def _ramp(cfg: dict[str, Any], args: argparse.Namespace) -> list[str]:
     """A batch-size ramp's stages (and with ``--steps`` every step), as the Trainer will train them; or its problems."""
-    from foundry_ext.catalog.registry import SCHEDULE_MODELS
     from foundry_ext.config.errors import ConfigError
-    from foundry_ext.preview.batch_size import ramp_steps, stage_lines
+    from foundry_ext.preview.batch_size import ramp_steps, stage_lines, stepped_at_run_time
 
-    name = (cfg.get("scheduler") or {}).get("name")
-    model = SCHEDULE_MODELS.get(name) if isinstance(name, str) else None
-    if model is not None and model.kind in ("torch", "plateau"):
+    name = stepped_at_run_time(cfg)
+    if name is not None:
         # stepped at run time: it trains with a ramp (tests/batch_size/test_ramp_schedulers.py), the preview cannot
         # show it; the ramp's own keys were checked with the callbacks
         print(

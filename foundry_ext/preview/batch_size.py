@@ -30,7 +30,7 @@ from foundry_ext.config.train_yaml import max_duration, optimizer_lr
 from foundry_ext.schedules.base import run_check
 from foundry_ext.schedules.batch_size import BatchPlan
 
-__all__ = ["RampStep", "ramp_steps", "stage_lines"]
+__all__ = ["RampStep", "ramp_steps", "stage_lines", "stepped_at_run_time"]
 
 
 @dataclass(frozen=True)
@@ -47,13 +47,24 @@ class RampStep:
     lr: float
 
 
+def stepped_at_run_time(cfg: Mapping[str, Any]) -> str | None:
+    """The ``scheduler.name`` of ``cfg`` if it is stepped at run time, else ``None``.
+
+    A torch scheduler or the plateau: a ramp's preview cannot show their steps.
+    """
+    name = (cfg.get("scheduler") or {}).get("name")
+    model_cls = SCHEDULE_MODELS.get(name) if isinstance(name, str) else None
+    stepped = model_cls is not None and model_cls.has_formula and model_cls.kind != "formula"
+    return name if stepped else None
+
+
 def _multiplier_fn(cfg: Mapping[str, Any], md: Duration) -> Callable[[int, int, int], float]:
     """``(batch, sample, token) -> multiplier`` at that timestamp, the way the run's scheduler computes it."""
     block = dict(cfg.get("scheduler") or {})
     name = block.pop("name", None)
     model_cls = SCHEDULE_MODELS.get(name) if isinstance(name, str) else None
     if model_cls is not None and model_cls.has_formula:
-        if model_cls.kind != "formula":
+        if stepped_at_run_time(cfg) is not None:
             raise ConfigError(
                 "scheduler.name",
                 f"{name!r}: the steps of a batch-size ramp are previewed for schedules with a formula and Composer's "
