@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     if not found.errors and isinstance(cfg.get("scheduler"), Mapping):
         problems += _evaluate(cfg, found, warnings)
     if not problems and not found.errors and _has_ramp(cfg):
-        problems += _ramp(cfg, args)
+        problems += _ramp(cfg, args, found.scheduler)
     for note in found.notes:
         print(f"note: {note}")
     for line in problems:
@@ -133,6 +133,8 @@ def _evaluate(cfg: dict[str, Any], found: Any, warnings: list[str]) -> list[str]
         # Composer's and llm-foundry's own classes: every check their first call makes is mirrored by the model
         # (run by the pre-flight check above), so validate need not import Composer to call them
         return []
+    if model is not None and model.kind == "torch" and _has_ramp(cfg):
+        return []  # torch counts steps, and a ramp's are not a fixed batch's: _ramp evaluates every one of them
     try:
         total = clock.total_batches
     except (UnknownBatchesPerEpoch, ConfigError) as e:
@@ -177,24 +179,34 @@ def _has_ramp(cfg: Mapping[str, Any]) -> bool:
     )
 
 
-def _ramp(cfg: dict[str, Any], args: argparse.Namespace) -> list[str]:
-    """A batch-size ramp's stages (and with ``--steps`` every step), as the Trainer will train them; or its problems."""
-    from foundry_ext.config.errors import ConfigError
-    from foundry_ext.preview.batch_size import ramp_steps, stage_lines, stepped_at_run_time
+def _ramp(cfg: dict[str, Any], args: argparse.Namespace, model: Any) -> list[str]:
+    """A batch-size ramp's stages (and with ``--steps`` every step), as the Trainer will train them; or its problems.
 
-    name = stepped_at_run_time(cfg)
+    ``model``: the scheduler block's model (None for a class this package does not model).
+    """
+    from foundry_ext.config.errors import ConfigError
+    from foundry_ext.preview.batch_size import decided_at_run_time, ramp_steps, stage_lines
+
+    name = decided_at_run_time(cfg)
     if name is not None:
-        # stepped at run time: it trains with a ramp (tests/batch_size/test_ramp_schedulers.py), the preview cannot
-        # show it; the ramp's own keys were checked with the callbacks
+        # the plateau: it trains with a ramp (tests/batch_size/test_ramp_schedulers.py), but its cuts depend on the
+        # run's evaluations; the ramp's own keys were checked with the callbacks
         print(
-            f"ramp: steps not previewed: scheduler {name!r} is stepped at run time; training multiplies its LR by "
-            "each stage's lr_scaling factor"
+            f"ramp: steps not previewed: scheduler {name!r} cuts the LR when the evaluations decide; training "
+            "multiplies its LR by each stage's lr_scaling factor"
         )
         return []
     try:
         plan, steps = ramp_steps(cfg, args.world_size)
     except ConfigError as e:
         return [str(p) for p in e.problems]
+    if model is not None and model.kind == "torch":
+        # the sweep the Trainer's first call (and the torch config transform) makes, over the ramp's steps
+        from foundry_ext.schedules.run_lr import stepped_lr_problem
+
+        problem = stepped_lr_problem(model, lambda batch: steps[batch].multiplier, len(steps))
+        if problem is not None:
+            return [str(problem)]
     for line in stage_lines(plan, steps, cfg):
         print(f"ramp: {line}")
     if args.steps:
@@ -215,7 +227,9 @@ def _summary(cfg: dict[str, Any], found: Any) -> str:
     clock = found.clock
     length = f"max_duration={cfg.get('max_duration')}"
     try:
-        length += f" = {clock.total_batches} batches" if clock and clock.max_duration.unit != "ba" else ""
+        # a ramp's batches are its stages' (printed with them), not those of a fixed global_train_batch_size
+        fixed = clock and clock.max_duration.unit != "ba" and not _has_ramp(cfg)
+        length += f" = {clock.total_batches} batches" if fixed else ""
     except Exception:  # batches unknown (epochs without a dataset size): the note says so
         pass
     return f"{name} ({params}), {length}, {n} callback{'s' if n != 1 else ''}"

@@ -5,18 +5,21 @@ For step (0-indexed batch) ``k``, as the Trainer applies them (``foundry_ext.tra
 * ``sample_k``: samples trained before it (``sample_0 = 0``, ``sample_{k+1} = sample_k + B_k``), ``token_k =
   sample_k * max_seq_len``;
 * ``B_k``: the global batch of the stage ``sample_k`` is in;
-* ``lr_k = lr * m(T_{k-1}) * f(B_k)``: the schedule's multiplier ``m`` at Composer's timestamp after batch ``k - 1``
-  (batch ``k - 1``, ``sample_{k-1}``, ``token_{k-1}``; batch 0: the timestamp 0) times the stage's factor ``f``
-  (1, ``sqrt(B / B_0)`` or ``B / B_0``).
+* ``lr_k = lr * (m(T_{k-1}) * f(B_k))``: the schedule's multiplier ``m`` at Composer's timestamp after batch
+  ``k - 1`` (batch ``k - 1``, ``sample_{k-1}``, ``token_{k-1}``; batch 0: the timestamp 0) times the stage's factor
+  ``f`` (1, ``sqrt(B / B_0)`` or ``B / B_0``), in LambdaLR's order (``base_lr * lambda``, the lambda ``m * f``).
 
 The multiplier is the schedule's formula for this package's own schedules and Composer's class, called on a
-timestamp, for Composer's by name; schedules stepped at run time (``torch_lr_scheduler``, ``reduce_lr_on_plateau``)
-are not previewed here.
+timestamp, for Composer's by name. ``torch_lr_scheduler`` is stepped once per batch whatever the batch's size, so its
+multiplier is torch's LR after ``k - 1`` steps (batch 0: after 0), ``m(T_{k-1}) = torch(max(k - 1, 0))``, computed by
+the engine the Trainer runs (:class:`~foundry_ext.preview.schedule.TorchPreview` on the ramp's ``N`` batches, so that
+``OneCycleLR.total_steps`` is checked against them): the stage factor multiplies it and never enters torch's
+arithmetic (``lr_k = lr * (torch(max(k - 1, 0)) * f(B_k))``). ``reduce_lr_on_plateau`` is not previewed with a ramp:
+its cuts are decided by the evaluations (:func:`decided_at_run_time`).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -26,11 +29,11 @@ from foundry_ext.catalog.registry import SCHEDULE_MODELS
 from foundry_ext.config.base import build
 from foundry_ext.config.durations import Duration, timestamp_of_batch
 from foundry_ext.config.errors import ConfigError, Problem
-from foundry_ext.config.train_yaml import max_duration, optimizer_lr
+from foundry_ext.config.train_yaml import RunClock, max_duration, optimizer_lr
 from foundry_ext.schedules.base import run_check
-from foundry_ext.schedules.batch_size import BatchPlan
+from foundry_ext.schedules.batch_size import BatchPlan, in_ramp_batches
 
-__all__ = ["RampStep", "ramp_steps", "stage_lines", "stepped_at_run_time"]
+__all__ = ["RampStep", "decided_at_run_time", "ramp_steps", "stage_lines"]
 
 
 @dataclass(frozen=True)
@@ -47,29 +50,34 @@ class RampStep:
     lr: float
 
 
-def stepped_at_run_time(cfg: Mapping[str, Any]) -> str | None:
-    """The ``scheduler.name`` of ``cfg`` if it is stepped at run time, else ``None``.
+def decided_at_run_time(cfg: Mapping[str, Any]) -> str | None:
+    """The ``scheduler.name`` of ``cfg`` if a ramp's preview cannot show its steps, else ``None``.
 
-    A torch scheduler or the plateau: a ramp's preview cannot show their steps.
+    ``reduce_lr_on_plateau``: its cuts are decided by the run's evaluations. (``torch_lr_scheduler``, also stepped at
+    run time, is a function of the step count: previewed.)
     """
     name = (cfg.get("scheduler") or {}).get("name")
     model_cls = SCHEDULE_MODELS.get(name) if isinstance(name, str) else None
-    stepped = model_cls is not None and model_cls.has_formula and model_cls.kind != "formula"
-    return name if stepped else None
+    return name if model_cls is not None and model_cls.kind == "plateau" else None
 
 
-def _multiplier_fn(cfg: Mapping[str, Any], md: Duration) -> Callable[[int, int, int], float]:
-    """``(batch, sample, token) -> multiplier`` at that timestamp, the way the run's scheduler computes it."""
+def _multiplier_fn(cfg: Mapping[str, Any], md: Duration, total: int) -> Callable[[int, int, int], float]:
+    """``(batch, sample, token) -> multiplier`` at that timestamp, the way the run's scheduler computes it.
+
+    ``total``: the ramp's batches (a torch scheduler counts steps, one per batch).
+    """
     block = dict(cfg.get("scheduler") or {})
     name = block.pop("name", None)
     model_cls = SCHEDULE_MODELS.get(name) if isinstance(name, str) else None
     if model_cls is not None and model_cls.has_formula:
-        if stepped_at_run_time(cfg) is not None:
+        if decided_at_run_time(cfg) is not None:
             raise ConfigError(
                 "scheduler.name",
-                f"{name!r}: the steps of a batch-size ramp are previewed for schedules with a formula and Composer's "
-                "by name, not for schedules stepped at run time",
+                f"{name!r}: a batch-size ramp's steps cannot be previewed with it (its cuts depend on the run's "
+                "evaluations); allowed: any other scheduler (validate checks this config, and it trains)",
             )
+        if model_cls.kind == "torch":
+            return _torch_fn(cfg, total)
         model = build(model_cls, block)
         check = run_check(model, md, None)
         if check.errors:
@@ -79,6 +87,22 @@ def _multiplier_fn(cfg: Mapping[str, Any], md: Duration) -> Callable[[int, int, 
         index = {"ba": 0, "sp": 1, "tok": 2}[d.unit]
         return lambda b, s, t: model.multiplier((b, s, t)[index], d.values)
     return _composer_fn(name, block, md)  # type: ignore[arg-type]  # Composer's, llm-foundry's, other plugins'
+
+
+def _torch_fn(cfg: Mapping[str, Any], total: int) -> Callable[[int, int, int], float]:
+    """``torch_lr_scheduler``: torch's LR after ``batch`` steps, by the pipeline's :class:`TorchPreview`.
+
+    Its clock is the ramp's ``total`` batches (``max_duration`` in tokens or samples says nothing of the steps once the
+    batch grows): the run checks (``OneCycleLR.total_steps``) see the steps the run will take.
+    """
+    from foundry_ext.preview.schedule import build_schedule
+
+    clock = RunClock(Duration(total, "ba"))
+    try:
+        schedule = build_schedule(cfg["scheduler"], clock)
+    except ConfigError as e:
+        raise ConfigError(in_ramp_batches(e.problems, max_duration(cfg), total)) from None
+    return lambda b, s, t: schedule.multiplier(b)
 
 
 def _composer_fn(name: str, block: dict[str, Any], md: Duration) -> Callable[[int, int, int], float]:
@@ -115,21 +139,18 @@ def ramp_steps(cfg: Mapping[str, Any], world_size: int = 1) -> tuple[BatchPlan, 
     if md.unit == "ep":
         raise ConfigError([Problem("max_duration", f"'{md}': a ramped run's steps are previewed for a max_duration in "
                                    "tok, sp or ba")])  # fmt: skip
-    if md.unit == "tok":
-        plan_steps = list(plan.steps(samples=math.ceil(md.value / seq_len)))
-    elif md.unit == "sp":
-        plan_steps = list(plan.steps(samples=int(md.value)))
-    else:
-        plan_steps = list(plan.steps(batches=int(md.value)))
-    multiplier = _multiplier_fn(cfg, md)
+    plan_steps = plan.run_steps(md, seq_len)
+    multiplier = _multiplier_fn(cfg, md, len(plan_steps))
     lr = optimizer_lr(cfg) or 1.0
     steps = []
     for k, step in enumerate(plan_steps):
         before = plan_steps[timestamp_of_batch(k)]  # Composer's timestamp when it set this batch's LR
         m = multiplier(before.batch, before.sample, before.sample * seq_len)
+        # LambdaLR sets base_lr * lambda, and the ramp's lambda is the schedule's value times the factor: in that
+        # order, or (lr * m) * f differs from the optimizer's LR in the last bit for about a third of the values
         steps.append(
             RampStep(step.batch, step.sample, step.sample * seq_len, step.size, step.stage, step.factor, m,
-                     lr * m * step.factor)
+                     lr * (m * step.factor))
         )  # fmt: skip
     return plan, steps
 

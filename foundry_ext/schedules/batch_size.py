@@ -145,6 +145,30 @@ class BatchPlan:
             sample += self.sizes[stage]
             batch += 1
 
+    def run_steps(self, max_duration: Duration, tokens_per_sample: int) -> list[Step]:
+        """Every step of a run of ``max_duration`` (``tok``, ``sp`` or ``ba``; tokens rounded up to whole samples).
+
+        Raises:
+            ValueError: ``max_duration`` is in another unit (epochs: their batches depend on where the ramp is).
+        """
+        if max_duration.unit == "tok":
+            return list(self.steps(samples=math.ceil(max_duration.value / tokens_per_sample)))
+        if max_duration.unit == "sp":
+            return list(self.steps(samples=int(max_duration.value)))
+        if max_duration.unit == "ba":
+            return list(self.steps(batches=int(max_duration.value)))
+        raise ValueError(f"max_duration {max_duration}: a ramped run's steps are counted for tok, sp or ba")
+
+
+def in_ramp_batches(problems: list[Problem], max_duration: Duration, batches: int) -> list[Problem]:
+    """Problems of a check run on a clock of the ramp's ``batches`` (``max_duration={batches}ba``), saying so.
+
+    A schedule counted in steps (``torch_lr_scheduler``) is checked against the steps of the ramp; its message names
+    the YAML's ``max_duration`` and that count: ``max_duration=32768tok: 13 batches of the ramp``.
+    """
+    said = f"max_duration={max_duration}: {batches} batches of the ramp"
+    return [Problem(p.field, p.message.replace(f"max_duration={batches}ba", said)) for p in problems]
+
 
 def plan_of(
     schedule: BatchSizeSchedule, base: int, tokens_per_sample: int | None, path: str = FIELD

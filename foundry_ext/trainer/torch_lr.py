@@ -14,10 +14,13 @@ from typing import Any
 
 from composer.core import State
 
+from foundry_ext.catalog.batch_size import check_batch_size_schedule
 from foundry_ext.catalog.registry import validate_block
-from foundry_ext.config.durations import timestamp_of_batch
+from foundry_ext.config.durations import Duration, timestamp_of_batch
 from foundry_ext.config.errors import ConfigError, stop_run
-from foundry_ext.config.train_yaml import run_clock
+from foundry_ext.config.train_yaml import max_duration, run_clock
+from foundry_ext.schedules.base import run_check
+from foundry_ext.schedules.batch_size import in_ramp_batches
 from foundry_ext.schedules.run_lr import stepped_lr_problem
 from foundry_ext.schedules.torch import REFUSED, TORCH_MODELS, TorchLR
 from foundry_ext.trainer.schedulers import ModelScheduler
@@ -86,22 +89,44 @@ def torch_run_transform(cfg: dict[str, Any]) -> dict[str, Any]:
 
     The pre-flight transform (:mod:`foundry_ext.catalog.preflight`) sweeps every other scheduler from the YAML; torch's
     classes need torch's own arithmetic (:mod:`foundry_ext.trainer.torch_engine`), so their sweep is this transform,
-    registered beside it. A block the pre-flight check refuses, or a run whose length the YAML does not tell, is left
-    to it and to the Trainer's first call. The config is returned unchanged.
+    registered beside it. A run with a ``batch_size_schedule`` is swept over the ramp's batches, and its run checks
+    (``OneCycleLR.total_steps``) made on them, which the Trainer cannot do from a ``max_duration`` in tokens. A block
+    the pre-flight check refuses, or a run whose length the YAML does not tell, is left to it and to the Trainer's
+    first call. The config is returned unchanged.
     """
     block = cfg.get("scheduler")
     if not isinstance(block, Mapping) or block.get("name") != "torch_lr_scheduler":
         return cfg
     try:
         model = validate_block(dict(block), "scheduler")
-        total = run_clock(cfg, world_size=int(os.environ.get("WORLD_SIZE", "1") or 1)).total_batches
+        world = int(os.environ.get("WORLD_SIZE", "1") or 1)
+        ramp = _ramp_batches(cfg, world)
+        total = run_clock(cfg, world_size=world).total_batches if ramp is None else ramp
         engine = TorchSchedule(model.type, model.torch_kwargs())  # type: ignore[union-attr]
     except Exception:  # reported by the pre-flight transform, or checked when the Trainer knows the run
         return cfg
+    if ramp is not None:
+        # the Trainer's own check cannot count a ramped run's steps from a max_duration in tok/sp: made here, on the
+        # ramp's batches (e.g. OneCycleLR.total_steps), as the preview makes it (foundry_ext.preview.batch_size)
+        errors = run_check(model, Duration(ramp, "ba"), None, 1.0, "scheduler").errors  # type: ignore[arg-type]
+        if errors:
+            stop_run(in_ramp_batches(errors, max_duration(cfg), ramp))
     problem = stepped_lr_problem(model, _trains_with(engine), total)  # type: ignore[arg-type]
     if problem is not None:
         stop_run([problem])
     return cfg
+
+
+def _ramp_batches(cfg: Mapping[str, Any], world_size: int) -> int | None:
+    """The batches (torch steps) of a run with a ``batch_size_schedule``; None without one (or with a bad one).
+
+    A ramped run of ``max_duration: 32768tok`` from 8 to 32 samples of 128 tokens takes 13 steps, not the 32 of a
+    fixed batch of 8: a ``OneCycleLR`` sized for the 13 would otherwise be refused as leaving its ``total_steps``.
+    """
+    plan, problems, _ = check_batch_size_schedule(cfg, world_size)
+    if plan is None or problems:
+        return None  # no ramp, or one its own transform refuses
+    return len(plan.run_steps(max_duration(cfg), int(cfg["max_seq_len"])))
 
 
 def _trains_with(engine: TorchSchedule) -> Callable[[int], float]:

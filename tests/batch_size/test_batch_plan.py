@@ -219,29 +219,77 @@ def test_a_valid_ramp_passes_validate_with_its_stages(tmp_path: Path, capsys: py
     assert rows[8].split(",")[:5] == ["8", "2048", "32", "8", "1"]
 
 
-@pytest.mark.parametrize(
-    "scheduler",
-    [
-        {"name": "reduce_lr_on_plateau", "monitor": "metrics/eval/LanguageCrossEntropy"},
-        {"name": "torch_lr_scheduler", "type": "StepLR", "step_size": 4},
-    ],
-    ids=lambda s: s["name"],
-)
-def test_a_ramp_with_a_schedule_stepped_at_run_time_validates_without_its_steps(
-    scheduler: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+PLATEAU = {"name": "reduce_lr_on_plateau", "monitor": "metrics/eval/LanguageCrossEntropy"}
+STEP_LR = {"name": "torch_lr_scheduler", "type": "StepLR", "step_size": 4, "gamma": 0.5}
+
+
+def test_a_ramp_with_the_plateau_validates_without_its_steps(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Such a run trains with the ramp (test_ramp_schedulers.py): validate says OK, with a line saying why no steps are
     shown; the ramp's own keys are still checked (a stage that is no multiple of the base batch is refused)."""
     cfg = copy.deepcopy(ramp_config())  # its stages are shared with the other tests: changed below
-    cfg["scheduler"] = scheduler
-    assert main(["validate", str(write(tmp_path, cfg))]) == 0, capsys.readouterr()
+    cfg["scheduler"] = PLATEAU
+    assert main(["validate", str(write(tmp_path, cfg)), "--steps"]) == 0, capsys.readouterr()
     out = capsys.readouterr().out
-    assert f"ramp: steps not previewed: scheduler {scheduler['name']!r} is stepped at run time" in out
-    assert "OK: " in out
+    assert "ramp: steps not previewed: scheduler 'reduce_lr_on_plateau' cuts the LR when the evaluations decide" in out
+    assert "OK: " in out and "batch,token" not in out
     cfg["batch_size_schedule"]["stages"][0]["global_train_batch_size"] = 6  # the base batch is 4
     assert main(["validate", str(write(tmp_path, cfg))]) == 2
     err = capsys.readouterr().err
     assert "batch_size_schedule.stages[0].global_train_batch_size: 6 is not a whole multiple" in err, err
+
+
+def test_plot_refuses_a_ramp_with_the_plateau_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = ramp_config(scheduler=PLATEAU)
+    assert main(["plot", str(write(tmp_path, cfg)), "--out", str(tmp_path / "lr.png")]) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(err) == 1 and "scheduler.name: 'reduce_lr_on_plateau': a batch-size ramp's steps cannot be" in err[0]
+    assert not (tmp_path / "lr.png").exists()
+
+
+def test_validate_and_plot_show_the_steps_of_a_ramp_with_a_torch_scheduler(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """torch's LR by the step times the stage factor: validate --steps and plot --csv give ramp_steps' rows (which
+    test_ramp_schedulers.py holds to a real fit's bits)."""
+    import csv
+
+    config = write(tmp_path, ramp_config(scheduler=STEP_LR))
+    _, steps = ramp_steps(load_train_config(str(config)))
+    # 16384 tok = 256 samples of 64: 8 steps of 4, 4 of 8, then 12 of 16; StepLR halves every 4 steps
+    assert [s.multiplier for s in steps[:6]] == [1.0] * 5 + [0.5]
+    assert [s.lr for s in steps[7:9]] == [1e-3 * (0.5 * 1.0), 1e-3 * (0.5 * math.sqrt(2.0))]
+    assert main(["validate", str(config), "--steps"]) == 0
+    out = capsys.readouterr().out
+    assert "ramp: stage 2: global batch 16, batches 12-23 (12 steps)" in out and "not previewed" not in out
+    rows = [line.split(",") for line in out.splitlines() if re.match(r"^\d+,", line)]
+    assert [(int(r[0]), float(r[6])) for r in rows] == [(s.batch, s.lr) for s in steps]
+    table = tmp_path / "lr.csv"
+    assert main(["plot", str(config), "--out", str(tmp_path / "lr.png"), "--csv", str(table)]) == 0
+    with open(table) as f:
+        assert [(int(r["batch"]), float(r["lr"])) for r in csv.DictReader(f)] == [(s.batch, s.lr) for s in steps]
+
+
+def test_a_torch_scheduler_is_checked_against_the_ramp_s_steps(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """OneCycleLR's total_steps against the ramp's 24 batches (not the 64 of a fixed batch of 4), in validate and
+    before training (the torch config transform): one line naming the field."""
+    from foundry_ext.config.errors import RunStopped
+    from foundry_ext.trainer.torch_lr import torch_run_transform
+
+    one_cycle = {"name": "torch_lr_scheduler", "type": "OneCycleLR", "max_lr": 1.0}
+    ok = ramp_config(scheduler={**one_cycle, "total_steps": 23})  # the last batch, 23, is the step after 22
+    assert main(["validate", str(write(tmp_path, ok))]) == 0, capsys.readouterr()
+    assert torch_run_transform(copy.deepcopy(ok)) == ok
+    short = ramp_config(scheduler={**one_cycle, "total_steps": 22})
+    assert main(["validate", str(write(tmp_path, short))]) == 2
+    line = ("scheduler.total_steps: OneCycleLR is defined for 22 steps but the run needs 23 (max_duration=16384tok: 24 "
+            "batches of the ramp)")  # fmt: skip
+    assert line in capsys.readouterr().err
+    with pytest.raises(RunStopped, match=re.escape(line)):
+        torch_run_transform(copy.deepcopy(short))
 
 
 def test_the_check_accepts_the_callbacks_spelling() -> None:

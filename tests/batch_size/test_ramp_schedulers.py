@@ -1,19 +1,25 @@
 """A batch-size ramp with the schedules stepped at run time, in a real Composer ``Trainer.fit()`` (tiny regression).
 
-``torch_lr_scheduler`` and ``reduce_lr_on_plateau`` are not previewed for a ramped run (docs/batch_size.md); these
-show that they train with one: the LR the optimizer really gets for every batch is the schedule's (torch's own
-``StepLR`` by the step; torch's own ``ReduceLROnPlateau`` cut by the evaluations) times the stage's factor. The ramp:
-4 samples per batch, 8 from sample 24 (batch 6 on), ``lr_scaling: linear`` (x 2).
+The LR the optimizer really gets for every batch is the schedule's (torch's own ``StepLR`` by the step; torch's own
+``ReduceLROnPlateau`` cut by the evaluations) times the stage's factor. ``torch_lr_scheduler`` is previewed with a
+ramp (``foundry-ext plot`` / ``validate --steps``, :func:`foundry_ext.preview.batch_size.ramp_steps`): the preview of
+every batch is the optimizer's LR, bit for bit; ``reduce_lr_on_plateau`` is not (docs/batch_size.md). The ramp: 4
+samples per batch, 8 from sample 24 (batch 6 on), ``lr_scaling: linear`` (x 2).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from foundry_ext import ReduceLROnPlateauScheduler, TorchLRScheduler
+from foundry_ext.preview.batch_size import ramp_steps
 from foundry_ext.trainer.batch_size import BatchSizeScheduleCallback, RampDataLoader
 from tests.batch_size.test_ramp_spike_guard import Regression
 from tests.plateau.test_plateau import MONITOR, torch_lrs
+from tests.support.configs import tiny_train_config
+from tests.support.launcher import REPO
 from tests.support.trainer_utils import BASE_LR, make_trainer
 
 pytestmark = pytest.mark.slow  # real Trainer.fit() runs (~2 s each)
@@ -21,10 +27,11 @@ pytestmark = pytest.mark.slow  # real Trainer.fit() runs (~2 s each)
 CHANGE = 6  # the first batch of 8 samples
 
 
-def ramp_fit(scheduler: object, **kwargs: object) -> dict[int, list[float]]:
-    ramp = BatchSizeScheduleCallback(
-        stages=[{"at": f"{CHANGE * 4}sp", "global_train_batch_size": 8}], lr_scaling="linear"
-    )
+RAMP = {"stages": [{"at": f"{CHANGE * 4}sp", "global_train_batch_size": 8}], "lr_scaling": "linear"}
+
+
+def ramp_fit(scheduler: object, ramp_keys: dict[str, Any] = RAMP, **kwargs: object) -> dict[int, list[float]]:
+    ramp = BatchSizeScheduleCallback(**ramp_keys)
     loader = RampDataLoader(Regression(), batch_size=4, drop_last=True)
     trainer, recorder = make_trainer([scheduler], callbacks=[ramp], train_dataloader=loader, **kwargs)  # type: ignore[arg-type]
     trainer.fit()
@@ -57,3 +64,42 @@ def test_plateau_with_a_ramp_cuts_as_torch_and_keeps_the_stage_factor() -> None:
         evals_done = b // 4  # evaluation i runs after batch (i + 1) * 4 - 1
         want = BASE_LR if evals_done == 0 else expected[evals_done - 1]
         assert got == [pytest.approx(want * factor(b), rel=1e-12)], b
+
+
+# torch classes whose LR changes inside both stages; OneCycleLR's 11 steps are the ramp's (12 batches in 72 samples,
+# the last one's step never trained), where a fixed batch of 4 would need 17
+TORCH = [
+    pytest.param({"type": "StepLR", "step_size": 4, "gamma": 0.5}, id="StepLR"),
+    pytest.param({"type": "OneCycleLR", "max_lr": 1.0, "total_steps": 11}, id="OneCycleLR"),
+    pytest.param(
+        {"type": "SequentialLR", "milestones": [3], "schedulers": [
+            {"type": "LinearLR", "start_factor": 0.25, "total_iters": 3}, {"type": "CosineAnnealingLR", "T_max": 7}]},
+        id="SequentialLR",
+    ),
+]  # fmt: skip
+
+
+# the sqrt rule: x sqrt(2) is not exact, so the preview must multiply in the optimizer's order to equal its bits
+RAMP_SQRT = {**RAMP, "lr_scaling": "sqrt"}
+
+
+def ramp_yaml(scheduler: dict[str, Any], max_duration: str) -> dict[str, Any]:
+    """The train YAML of the run below: base batch 4, :data:`RAMP_SQRT`, the optimizer's LR, the length."""
+    cfg = tiny_train_config(max_duration=max_duration, batch_size_schedule=RAMP_SQRT)
+    cfg["train_loader"]["dataset"]["local"] = str(REPO / "demo-data")  # the ramp's check reads its epoch's size
+    cfg["optimizer"]["lr"] = BASE_LR
+    cfg["scheduler"] = {"name": "torch_lr_scheduler", **scheduler}
+    return cfg
+
+
+@pytest.mark.parametrize("scheduler", TORCH)
+def test_torch_scheduler_with_a_ramp_trains_the_preview_bit_for_bit(scheduler: dict[str, Any]) -> None:
+    """plot's and validate's rows (ramp_steps) against the LR the optimizer received in a real fit, every batch."""
+    _, steps = ramp_steps(ramp_yaml(scheduler, "72sp"))
+    assert [s.size for s in steps] == [4] * CHANGE + [8] * 6  # 72 samples: 6 batches of 4, then 6 of 8
+    lrs = ramp_fit(TorchLRScheduler(**scheduler), RAMP_SQRT, max_duration="72sp")
+    assert sorted(lrs) == [s.batch for s in steps]
+    assert len({s.multiplier for s in steps[:CHANGE]}) > 1 and len({s.multiplier for s in steps[CHANGE:]}) > 1
+    for s in steps:
+        assert lrs[s.batch] == [s.lr], (s, lrs[s.batch])  # exactly: LambdaLR's base_lr * (m * f)
+    assert steps[-1].factor == 2**0.5
