@@ -20,7 +20,7 @@ from foundry_ext._exit import exit_run
 from foundry_ext.catalog.callbacks import SPIKE_FIELD, SpikeGuardConfig
 from foundry_ext.config.base import build
 from foundry_ext.config.errors import ConfigError, Problem, stop_run
-from foundry_ext.trainer.spike_guard.rollback import continuation, folder_checkpoints
+from foundry_ext.trainer.spike_guard.rollback import continuation, folder_checkpoints, skipped_samples
 from foundry_ext.trainer.spike_guard.rule import SpikeRule
 
 __all__ = ["STOP_STATUS", "SpikeGuard"]
@@ -303,7 +303,11 @@ def _drop_gradients(state: State) -> None:
 
 
 def _skip_streaming_batches(state: State, batches: int) -> None:
-    """Advance a StreamingDataset's resume point (loaded from the checkpoint) by ``batches`` global batches."""
+    """Advance a StreamingDataset's resume point (loaded from the checkpoint) by ``batches`` global batches.
+
+    Counted in samples (:func:`~.rollback.skipped_samples`): with a batch-size ramp each batch is its stage's size,
+    from the checkpoint's sample count on, as the stopped run read them.
+    """
     loader = state.train_dataloader
     dataset = getattr(loader, "dataset", None)
     if dataset is None or not hasattr(dataset, "_shm_prefix_int"):
@@ -318,12 +322,34 @@ def _skip_streaming_batches(state: State, batches: int) -> None:
     shm = SharedMemory(name=_get_path(dataset._shm_prefix_int, RESUME), create=False)
     raw = bytes(shm.buf)
     obj = json.loads(raw[: raw.find(b"\0")] if b"\0" in raw else raw)
-    per_batch = int(loader.batch_size) * dist.get_world_size()
-    obj["sample_in_epoch"] = int(obj["sample_in_epoch"]) + batches * per_batch
+    per_batch = int(loader.batch_size) * dist.get_world_size()  # a ramp's loader: the first stage's batch
+    plan = _ramp_plan(state, per_batch)
+    samples = skipped_samples(
+        batches, int(state.timestamp.sample), (lambda s: per_batch) if plan is None else plan.size_at
+    )
+    obj["sample_in_epoch"] = int(obj["sample_in_epoch"]) + samples
     dataset.load_state_dict(obj)
     if dist.get_global_rank() == 0:
         print(
-            f"spike_guard: skipping {batches} data batches ({batches * per_batch} samples) after batch "
+            f"spike_guard: skipping {batches} data batches ({samples} samples) after batch "
             f"{state.timestamp.batch.value}, as the rollback named",
             flush=True,
         )
+
+
+def _ramp_plan(state: State, base: int) -> Any:
+    """The run's batch-size ramp (a ``BatchPlan``), or None without one.
+
+    At ``AFTER_LOAD`` the ramp's callback has not bound its plan yet (``FIT_START`` does): built as it builds it.
+    """
+    from foundry_ext.schedules.batch_size import plan_of
+    from foundry_ext.trainer.batch_size import BatchSizeScheduleCallback
+
+    ramp = next((cb for cb in state.callbacks if isinstance(cb, BatchSizeScheduleCallback)), None)
+    if ramp is None:
+        return None
+    if ramp.plan is not None:
+        return ramp.plan
+    seq_len = getattr(state.train_dataloader.dataset, "max_seq_len", None)  # type: ignore[union-attr]
+    plan, _ = plan_of(ramp.schedule, base, seq_len)  # a bad ramp: its callback stops the run at FIT_START
+    return plan

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,7 +19,7 @@ import yaml
 from foundry_ext._command import composer_command, shown_path
 from foundry_ext.text import one_line
 
-__all__ = ["Continuation", "checkpoint_before", "continuation"]
+__all__ = ["Continuation", "checkpoint_before", "continuation", "skipped_samples"]
 
 _BATCH = re.compile(r"ba(\d+)")
 
@@ -130,3 +131,21 @@ def continuation(
         save_folder=new_folder or save_folder.rstrip("/") + suffix,
         run_name=run_name + suffix,
     )
+
+
+def skipped_samples(batches: int, sample: int, size_at: Callable[[int], int]) -> int:
+    r"""The samples in ``batches`` data batches read from ``sample`` samples trained on, each of ``size_at`` samples.
+
+    .. math::
+        S = \sum_{i=0}^{n-1} B(s_i), \quad s_0 = \text{sample}, \quad s_{i+1} = s_i + B(s_i)
+
+    ``size_at(s)`` is the global batch of a batch that starts after ``s`` samples: a constant without a batch-size
+    ramp, the ramp's stage size with one (:meth:`~foundry_ext.schedules.batch_size.BatchPlan.size_at`). From the
+    checkpoint the continuation loads, these are exactly the samples the stopped run read in its batches ``at_batch
+    ..`` (its batches followed the same ramp from the same sample count), so a burst across a stage change is
+    skipped whole: 2 batches of 4 then 1 of 8 are 16 samples, not 3 x 4.
+    """
+    start = sample
+    for _ in range(batches):
+        sample += size_at(sample)
+    return sample - start
