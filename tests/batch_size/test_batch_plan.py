@@ -245,6 +245,13 @@ def test_plot_refuses_a_ramp_with_the_plateau_in_one_line(tmp_path: Path, capsys
     assert main(["plot", str(write(tmp_path, cfg)), "--out", str(tmp_path / "lr.png")]) == 2
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert len(err) == 1 and "scheduler.name: 'reduce_lr_on_plateau': a batch-size ramp's steps cannot be" in err[0]
+    metrics = tmp_path / "metrics.csv"
+    metrics.write_text("batch,value\n4,3.0\n8,3.0\n")
+    # the replay of a past run's cuts (plot --metrics, without a ramp) is not built for a ramp: refused, not ignored
+    assert main(["plot", str(write(tmp_path, cfg)), "--metrics", str(metrics), "--out", str(tmp_path / "lr.png")]) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert err == ["foundry-ext plot: error: --metrics, --law and --at are not available for a config with a "
+                   "batch_size_schedule"]  # fmt: skip
     assert not (tmp_path / "lr.png").exists()
 
 
