@@ -52,7 +52,11 @@ def test_a_slow_test_says_when_it_starts_and_ends(workers: list[str], tmp_path: 
     text = done.stdout + done.stderr
     assert done.returncode == 1, text  # test_long_fails
     where = r"\[(main|gw[01]) \d\d:\d\d:\d\d\]"
-    lines = sorted(line for line in text.splitlines() if line.startswith("slow test"))
+    # ends before starts, then by test name: under two workers either worker may run either test
+    lines = sorted(
+        (line for line in text.splitlines() if line.startswith("slow test")),
+        key=lambda line: (line.split(" [")[0], line.split("]: ", 1)[-1]),
+    )
     assert len(lines) == 4, text  # nothing for test_quick
     ended = re.fullmatch(rf"slow test ends   {where}: test_inner.py::test_long: passed in (\d+\.\d) s", lines[0])
     assert ended and float(ended[2]) >= 0.2, lines  # it sleeps 0.2 s
