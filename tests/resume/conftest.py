@@ -1,4 +1,5 @@
-"""Reference runs shared by the resume tests: each is trained once per session, then only read."""
+"""Reference runs shared by the resume tests: each is trained once per session, then only read (the sharded one,
+:func:`tests.support.fsdp.fsdp_reference`, is shared with tests/average too)."""
 
 from __future__ import annotations
 
@@ -6,15 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.fsdp import fsdp_reference  # noqa: F401 (a fixture: the sharded tests' reference run)
 from tests.support.multirank import launch_and_wait
-from tests.support.references import (
-    FSDP_ENV,
-    TINY_FSDP,
-    TINY_RESUME,
-    fsdp_overrides,
-    trained_once,
-    uninterrupted_overrides,
-)
+from tests.support.references import TINY_RESUME, trained_once, uninterrupted_overrides
 
 
 @pytest.fixture(scope="session")
@@ -35,23 +30,5 @@ def uninterrupted_12ba(
         request,
         lambda run_dir, log: launch_and_wait(
             TINY_RESUME, uninterrupted_overrides(demo_data, run_dir), nproc=2, log=log, timeout=900
-        ),
-    )
-
-
-@pytest.fixture(scope="session")
-def uninterrupted_fsdp_12ba(
-    demo_data: Path, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
-) -> Path:
-    """One uninterrupted ``FSDP_VERSION=2 composer -n 2`` run of :func:`fsdp_overrides` (sharded checkpoints
-    ``ep0-ba4``, ``ep0-ba8``, ``ep0-ba12``): the oracle of the sharded kill-and-resume chain
-    (test_checkpoint_guard_sharded.py) and the finished run of test_finished_relaunch.py. Read it, never write.
-    Trained once per session, as :func:`uninterrupted_12ba`."""
-    return trained_once(
-        "uninterrupted_fsdp_12ba",
-        tmp_path_factory,
-        request,
-        lambda run_dir, log: launch_and_wait(
-            TINY_FSDP, fsdp_overrides(demo_data, run_dir), nproc=2, log=log, env=FSDP_ENV, timeout=900
         ),
     )

@@ -47,6 +47,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.fsdp import FSDP_ENV, FSDP_YAML, fsdp_overrides
 from tests.support.multirank import (
     checkpoint_differences,
     kill,
@@ -56,7 +57,6 @@ from tests.support.multirank import (
     same_bits,
     wait_until,
 )
-from tests.support.references import FSDP_ENV, TINY_FSDP, fsdp_overrides
 
 LR = "lr-DecoupledAdamW/group0"
 EVAL = "metrics/eval/LanguageCrossEntropy"
@@ -101,10 +101,10 @@ def _latest(folder: Path) -> str | None:
 @pytest.mark.kills_mid_run  # implies slow; one at a time under xdist (tests/conftest.py)
 @pytest.mark.timeout(1800)
 def test_sharded_kill_at_four_moments_then_the_same_command_resumes_exactly(
-    demo_data: Path, uninterrupted_fsdp_12ba: Path, tmp_path: Path
+    demo_data: Path, fsdp_reference: Path, tmp_path: Path
 ) -> None:
-    reference = read_metrics(uninterrupted_fsdp_12ba / "metrics-rank0.jsonl")
-    assert reference == read_metrics(uninterrupted_fsdp_12ba / "metrics-rank1.jsonl")
+    reference = read_metrics(fsdp_reference / "metrics-rank0.jsonl")
+    assert reference == read_metrics(fsdp_reference / "metrics-rank1.jsonl")
     # Composer logs batch b's values at step b + 1 (the timestamp once the batch is done)
     assert sorted(reference[LR]) == list(range(1, 13)) and sorted(reference[EVAL]) == [4, 8, 12]
 
@@ -134,7 +134,7 @@ def test_sharded_kill_at_four_moments_then_the_same_command_resumes_exactly(
         where it started from."""
         offset = metrics.stat().st_size if metrics.exists() else 0
         t0 = time.monotonic()
-        proc = launch(TINY_FSDP, args, nproc=2, log=tmp_path / f"{step}.log", env={**FSDP_ENV, **env})
+        proc = launch(FSDP_YAML, args, nproc=2, log=tmp_path / f"{step}.log", env={**FSDP_ENV, **env})
         try:
             wait_until(f"{step}'s moment", lambda: moment(time.monotonic() - t0), proc, tmp_path / f"{step}.log",
                        interval=0.002)  # fmt: skip
@@ -155,7 +155,7 @@ def test_sharded_kill_at_four_moments_then_the_same_command_resumes_exactly(
     ba4 = folder / "ep0-ba4"
 
     def second_launcher(first) -> None:
-        status = launch(TINY_FSDP, args, nproc=2, log=tmp_path / "L2b.log", env=FSDP_ENV,
+        status = launch(FSDP_YAML, args, nproc=2, log=tmp_path / "L2b.log", env=FSDP_ENV,
                         rank_status=tmp_path / "L2b-status")  # fmt: skip
         assert status.wait(timeout=600) == 2, (tmp_path / "L2b.log").read_text()[-4000:]
         output = (tmp_path / "L2b.log").read_text()
@@ -183,7 +183,7 @@ def test_sharded_kill_at_four_moments_then_the_same_command_resumes_exactly(
     assert check_folder("L4") == 12
 
     # L5: the same command exits 0 before building the model; nothing changes
-    proc = launch(TINY_FSDP, args, nproc=2, log=tmp_path / "L5.log", env=FSDP_ENV)
+    proc = launch(FSDP_YAML, args, nproc=2, log=tmp_path / "L5.log", env=FSDP_ENV)
     assert proc.wait(timeout=600) == 0, (tmp_path / "L5.log").read_text()[-4000:]
     for rank in (0, 1):
         log = (run_dir / f"train-rank{rank}.log").read_text()
@@ -196,7 +196,7 @@ def test_sharded_kill_at_four_moments_then_the_same_command_resumes_exactly(
     assert _latest(folder) == "ep0-ba12"
     for b in BATCHES:
         ours = _full_read(folder / f"ep0-ba{b}", reads / f"final-{b}.pt")
-        theirs = _full_read(uninterrupted_fsdp_12ba / "checkpoints" / f"ep0-ba{b}", reads / f"reference-{b}.pt")
+        theirs = _full_read(fsdp_reference / "checkpoints" / f"ep0-ba{b}", reads / f"reference-{b}.pt")
         assert ours is not None and theirs is not None
         assert checkpoint_differences(ours, theirs, ignore=("/rng",)) == [], b
 

@@ -30,8 +30,9 @@ import pytest
 
 from foundry_ext.checkpoint.owner import OWNER_FILE
 from foundry_ext.trainer.checkpoint_guard.finished import FINISHED, _decide, _settings, finished_run_transform
+from tests.support.fsdp import FSDP_ENV, FSDP_YAML, fsdp_overrides
 from tests.support.multirank import launch_and_wait, rank_statuses
-from tests.support.references import FSDP_ENV, TINY_FSDP, TINY_RESUME, fsdp_overrides, uninterrupted_overrides
+from tests.support.references import TINY_RESUME, uninterrupted_overrides
 
 EARLY = f"{FINISHED} before building the model"
 UNSURE = "callbacks.checkpoint_guard: cannot tell before building the model whether this run has finished"
@@ -59,10 +60,10 @@ def _finished_copy(kind: str, request: pytest.FixtureRequest, run_dir: Path) -> 
     folder = run_dir / "checkpoints"
     folder.mkdir(parents=True)
     if kind == "fsdp":
-        reference = request.getfixturevalue("uninterrupted_fsdp_12ba") / "checkpoints"
+        reference = request.getfixturevalue("fsdp_reference") / "checkpoints"
         shutil.copytree(reference / "ep0-ba12", folder / "ep0-ba12")
         (folder / "latest-sharded-rank0").symlink_to("ep0-ba12")
-        return TINY_FSDP, fsdp_overrides(data, run_dir), FSDP_ENV
+        return FSDP_YAML, fsdp_overrides(data, run_dir), FSDP_ENV
     reference = request.getfixturevalue("uninterrupted_12ba") / "checkpoints"
     shutil.copy2(reference / "ep0-ba12-rank0.pt", folder / "ep0-ba12-rank0.pt")
     (folder / "latest-rank0.pt").symlink_to("ep0-ba12-rank0.pt")

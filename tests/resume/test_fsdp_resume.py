@@ -11,8 +11,9 @@ sharded checkpoints ``ep0-ba4/``, ``ep0-ba8/``, ``ep0-ba12/``), and against it, 
 * a change of world size where ``torch.distributed.checkpoint`` reshards: 2 -> 4 ranks (the reference's ``ep0-ba4``)
   and 4 -> 2 (that run's ``ep0-ba8``): LR bitwise, eval losses within float32 rounding, weights not bitwise;
 * what cannot resume and is refused with one line before the model is built, nothing moved: 2 -> 1 (llm-foundry drops
-  ``fsdp_config`` on one rank), a ``.pt`` file on the sharded run (what a 1-rank run writes: 1 -> 2), a folder
-  missing rank 1's shard or its ``.metadata``, and an FSDP1 key that FSDP2 drops.
+  ``fsdp_config`` on one rank) and a folder missing rank 1's shard with an FSDP1 key that FSDP2 drops, each launched;
+  a ``.pt`` file on the sharded run (what a 1-rank run writes: 1 -> 2) and a folder without its ``.metadata``, asked
+  of the same check through ``validate --world-size 2``.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ import pytest
 import torch
 from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 
-from tests.support.fsdp import FSDP_ENV, FSDP_YAML, fsdp_overrides, fsdp_reference  # noqa: F401 (a fixture)
+from tests.support.cli import run_cli
+from tests.support.fsdp import FSDP_ENV, FSDP_YAML, fsdp_overrides
 from tests.support.multirank import (
     checkpoint_differences,
     kill,
@@ -91,9 +93,16 @@ def _same_checkpoint(reference: Path, run_dir: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.launcher  # trains the reference when no other test of the session did
-def test_reference_writes_one_folder_per_checkpoint(fsdp_reference: Path) -> None:  # noqa: F811
+def test_reference_writes_one_folder_per_checkpoint(fsdp_reference: Path) -> None:
     folder = fsdp_reference / "checkpoints"
-    assert sorted(os.listdir(folder)) == ["ep0-ba12", "ep0-ba4", "ep0-ba8", "latest-sharded-rank0"]
+    # and checkpoint_guard's lock (its owner record is removed when the run ends: docs/resume.md)
+    assert sorted(os.listdir(folder)) == [
+        ".foundry-ext-owner.lock",
+        "ep0-ba12",
+        "ep0-ba4",
+        "ep0-ba8",
+        "latest-sharded-rank0",
+    ]
     assert os.readlink(folder / "latest-sharded-rank0") == "ep0-ba12"
     for batch in (4, 8, 12):
         assert sorted(os.listdir(folder / f"ep0-ba{batch}")) == [".metadata", "__0_0.distcp", "__1_0.distcp"]
@@ -104,7 +113,7 @@ def test_reference_writes_one_folder_per_checkpoint(fsdp_reference: Path) -> Non
 @pytest.mark.launcher  # implies slow
 @pytest.mark.timeout(1200)
 def test_load_path_to_a_sharded_folder_resumes_bitwise(
-    fsdp_reference: Path,  # noqa: F811
+    fsdp_reference: Path,
     demo_data: Path,
     tmp_path: Path,
 ) -> None:
@@ -116,7 +125,7 @@ def test_load_path_to_a_sharded_folder_resumes_bitwise(
 @pytest.mark.kills_mid_run  # implies slow; one at a time under xdist (tests/conftest.py)
 @pytest.mark.timeout(1200)
 def test_autoresume_through_latest_sharded_after_sigkill_resumes_bitwise(
-    fsdp_reference: Path,  # noqa: F811
+    fsdp_reference: Path,
     demo_data: Path,
     tmp_path: Path,
 ) -> None:
@@ -162,7 +171,7 @@ def test_autoresume_through_latest_sharded_after_sigkill_resumes_bitwise(
 @pytest.mark.launcher  # implies slow
 @pytest.mark.timeout(1800)
 def test_world_size_change_reshards_and_keeps_the_schedule(
-    fsdp_reference: Path,  # noqa: F811
+    fsdp_reference: Path,
     demo_data: Path,
     tmp_path: Path,
 ) -> None:
@@ -226,7 +235,7 @@ def _listing(folder: Path) -> dict[str, int]:
 @pytest.mark.launcher  # implies slow
 @pytest.mark.timeout(1200)
 def test_what_cannot_resume_is_one_line_before_the_model_is_built(
-    fsdp_reference: Path,  # noqa: F811
+    fsdp_reference: Path,
     demo_data: Path,
     tmp_path: Path,
 ) -> None:
@@ -247,12 +256,6 @@ def test_what_cannot_resume_is_one_line_before_the_model_is_built(
         "llm-foundry drops fsdp_config (FSDP is not applicable on one device: it trains DDP and loads checkpoint "
         "files): launch 2 or more ranks"
     ]
-    # 1 -> 2: a file (what a run of 1 rank writes) on the sharded run (without the check: ValueError: load_path must
-    # be a directory when using sharded state dict)
-    lines = _refused(tmp_path, "file", 2, demo_data, f"load_path={PLATEAU_PT}")
-    assert len(lines) == 1 and lines[0].startswith(
-        f"foundry-ext: error: load_path: '{PLATEAU_PT}' is a checkpoint file"
-    )
     # a rank's shard missing, and an FSDP1 key FSDP2 drops: both lines from one launch
     lines = _refused(
         tmp_path, "no-rank1", 2, demo_data, f"load_path={no_rank1}", "fsdp_config.sharding_strategy=SHARD_GRAD_OP"
@@ -263,6 +266,21 @@ def test_what_cannot_resume_is_one_line_before_the_model_is_built(
         f"foundry-ext: error: load_path: '{no_rank1}' lacks __1_0.distcp (rank 1's shard), which its .metadata "
         "names: the checkpoint is incomplete"
     )
-    lines = _refused(tmp_path, "no-metadata", 2, demo_data, f"load_path={no_metadata}")
-    assert len(lines) == 1 and lines[0].startswith(f"foundry-ext: error: load_path: '{no_metadata}' has no .metadata")
+    # Two more load_path refusals come from the same check (catalog/preflight.check_train_config, which the launched
+    # runs above call through llm-foundry's config transform and `validate --world-size 2` calls here): asked of the
+    # check, not of two more launches (~25 s of imports each), so the line after `foundry-ext: error: ` is asserted.
+    # 1 -> 2: a file (what a run of 1 rank writes) on the sharded run (without the check: ValueError: load_path must
+    # be a directory when using sharded state dict)
+    assert _checked(demo_data, f"load_path={PLATEAU_PT}").startswith(f"load_path: '{PLATEAU_PT}' is a checkpoint file")
+    assert _checked(demo_data, f"load_path={no_metadata}").startswith(f"load_path: '{no_metadata}' has no .metadata")
     assert {p: _listing(p) for p in before} == before  # nothing moved, nothing lost
+
+
+def _checked(data: Path, *extra: str) -> str:
+    """The one problem `foundry-ext validate --world-size 2` finds in the reference's command with ``extra``."""
+    status, out, err = run_cli(
+        "validate", str(FSDP_YAML), *fsdp_overrides(data, data / "unused", *extra), "--world-size", "2", env=FSDP_ENV
+    )
+    lines = [line for line in err.splitlines() if line.startswith(f"{FSDP_YAML}: ")]
+    assert status == 2 and len(lines) == 1 and "FAILED: 1 problem" in out, (status, out, err)
+    return lines[0].removeprefix(f"{FSDP_YAML}: ")

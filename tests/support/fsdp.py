@@ -3,9 +3,13 @@
 ``yamls/tiny-fsdp.yaml`` (the demo MPT, FSDP2 through torch's ``fully_shard`` over gloo, ``state_dict_type:
 sharded``) for 12 batches, a checkpoint every 4 (``ep0-ba4/``, ``ep0-ba8/``, ``ep0-ba12/``: ``__0_0.distcp``,
 ``__1_0.distcp`` and ``.metadata`` each, ``latest-sharded-rank0`` -> ``ep0-ba12``), an evaluation every 4 batches
-of every validation sample (``eval_subset_num_batches=-1``: the same 256 samples on any world size), every LR and
-eval metric of each rank logged as JSON lines (:mod:`tests.support.jsonl_logger`; read them with
-:func:`tests.support.multirank.read_metrics`).
+of every validation sample (``eval_subset_num_batches=-1``: the same 256 samples on any world size), ``autoresume``
+with ``callbacks.checkpoint_guard``, every LR and eval metric of each rank logged as JSON lines
+(:mod:`tests.support.jsonl_logger`; read them with :func:`tests.support.multirank.read_metrics`), and the fault hooks
+loaded (:mod:`tests.support.fault_hooks`: idle unless a ``FAULT_*`` variable is set). One command for every sharded
+test: the exact resumes, the world-size changes and refusals (test_fsdp_resume.py), the kill chain
+(test_checkpoint_guard_sharded.py), the finished relaunch (test_finished_relaunch.py) and the sharded average
+(tests/average/test_average_sharded.py) all compare with this one run, trained once: one 2-rank launch per suite.
 
 Use it from any test module::
 
@@ -27,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.multirank import JSONL_LOGGER, launch_and_wait
+from tests.support.multirank import FAULT_HOOKS, JSONL_LOGGER, launch_and_wait
 from tests.support.references import FSDP_ENV, TINY_FSDP, trained_once
 
 __all__ = ["FSDP_ENV", "FSDP_YAML", "fsdp_overrides", "fsdp_reference"]
@@ -45,8 +49,10 @@ def fsdp_overrides(data: Path, run_dir: Path, *extra: str) -> list[str]:
         "save_interval=4ba",
         "eval_interval=4ba",
         "eval_subset_num_batches=-1",
+        "autoresume=true",  # an empty folder: load_path, when given, is loaded
         "save_overwrite=false",
-        f"code_paths=[{JSONL_LOGGER}]",
+        "callbacks.checkpoint_guard={}",
+        f"code_paths=[{JSONL_LOGGER},{FAULT_HOOKS}]",
         f"loggers.jsonl.path={run_dir}/metrics-rank{{rank}}.jsonl",
         *extra,
     ]

@@ -1,5 +1,5 @@
-"""The commands of the reference runs the resume tests share (the runs themselves: tests/resume/conftest.py), and
-:func:`trained_once`, which trains such a run once per session."""
+"""The commands of the reference runs the resume tests share (the runs themselves: tests/resume/conftest.py and, for
+the sharded path, tests/support/fsdp.py), and :func:`trained_once`, which trains such a run once per session."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from tests.support.launcher import REPO
 from tests.support.multirank import FAULT_HOOKS, JSONL_LOGGER
 
-__all__ = ["FSDP_ENV", "TINY_FSDP", "TINY_RESUME", "fsdp_overrides", "trained_once", "uninterrupted_overrides"]
+__all__ = ["FSDP_ENV", "TINY_FSDP", "TINY_RESUME", "trained_once", "uninterrupted_overrides"]
 
 TINY_RESUME = REPO / "yamls" / "tiny-resume.yaml"
 TINY_FSDP = REPO / "yamls" / "tiny-fsdp.yaml"
@@ -26,23 +26,6 @@ def uninterrupted_overrides(data: Path, run_dir: Path) -> list[str]:
         f"save_folder={run_dir}/checkpoints",
         "max_duration=12ba",
         "save_interval=2ba",
-        "autoresume=true",
-        "save_overwrite=false",
-        "callbacks.checkpoint_guard={}",
-        f"code_paths=[{JSONL_LOGGER},{FAULT_HOOKS}]",
-        f"loggers.jsonl.path={run_dir}/metrics-rank{{rank}}.jsonl",
-    ]
-
-
-def fsdp_overrides(data: Path, run_dir: Path) -> list[str]:
-    """yamls/tiny-fsdp.yaml (FSDP2, sharded checkpoints; launch with :data:`FSDP_ENV`) for 12 batches, a checkpoint
-    and an evaluation every 4, autoresume and the guard, JSONL metrics per rank."""
-    return [
-        f"variables.data_local={data}",
-        f"save_folder={run_dir}/checkpoints",
-        "max_duration=12ba",
-        "save_interval=4ba",
-        "eval_interval=4ba",
         "autoresume=true",
         "save_overwrite=false",
         "callbacks.checkpoint_guard={}",
