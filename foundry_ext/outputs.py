@@ -4,7 +4,8 @@ A missing folder is refused, before any work, in one line that names the option 
 fails at once, never after a long range test). The one exception is ``out/``, the folder every command of the docs
 writes into (ignored by git): it, and folders under it, are made on demand, so that the docs' commands run as
 written in a fresh clone. The refusal says so, so that ``--out plots/lr.png`` refused beside ``--out out/lr.png``
-made reads as one rule, not two.
+made reads as one rule, not two. A path that is a folder is refused too (:func:`output_problem`): matplotlib saved
+``--out out`` beside the folder, as ``out.png``, while the command said it wrote ``out``.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 
-__all__ = ["OUTPUT_FOLDER", "make_output_folder", "missing_folder"]
+__all__ = ["OUTPUT_FOLDER", "make_output_folder", "missing_folder", "output_problem"]
 
 #: The folder the docs write every output into (ignored by git): made on demand, unlike any other missing folder.
 OUTPUT_FOLDER = "out"
@@ -41,3 +42,16 @@ def missing_folder(option: str, path: str | os.PathLike[str] | None) -> str | No
         f"{option} {os.fspath(path)}: the folder {folder} does not exist; make it first "
         f"(only {OUTPUT_FOLDER}/, the docs' output folder, is made for you)"
     )
+
+
+def output_problem(option: str, path: str | os.PathLike[str] | None, example: str = "out") -> str | None:
+    """The refusal of ``option path`` as a file to write, else ``None``.
+
+    Refused: its folder is missing (:func:`missing_folder`), or it is a folder itself (``example`` names a file in it
+    for the line).
+    """
+    problem = missing_folder(option, path)
+    if problem is None and path is not None and os.path.isdir(path):
+        shown = os.fspath(path)
+        problem = f"{option} {shown}: is a folder; expected a file name, e.g. {os.path.join(shown, example)}"
+    return problem

@@ -16,7 +16,7 @@ from foundry_ext.catalog.callbacks import CheckpointGuardConfig
 from foundry_ext.checkpoint.owner import live_owner
 from foundry_ext.config.errors import ConfigError
 from foundry_ext.config.train_yaml import max_duration
-from foundry_ext.outputs import missing_folder
+from foundry_ext.outputs import output_problem
 
 __all__ = [
     "branch_folder",
@@ -36,11 +36,9 @@ _OPTIMIZER_KEYS = ("betas", "eps", "weight_decay")
 
 def check_out(out: str, config_path: str) -> None:
     """Refuse an ``--out`` in a missing folder, naming a folder, or naming CONFIG (the file being read)."""
-    problem = missing_folder("--out", out)
+    problem = output_problem("--out", out, "branch.yaml")
     if problem is not None:
         raise AnnealError(problem)
-    if os.path.isdir(out):
-        raise AnnealError(f"--out {out}: is a folder; expected the branch YAML's file name, e.g. {out}/branch.yaml")
     if os.path.exists(out) and os.path.exists(config_path) and os.path.samefile(out, config_path):
         raise AnnealError(f"--out {out}: is CONFIG itself; the branch is written to a file of its own")
 

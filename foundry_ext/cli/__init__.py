@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from foundry_ext.outputs import make_output_folder, missing_folder
+from foundry_ext.outputs import make_output_folder, output_problem
 from foundry_ext.text import one_line
 
 if TYPE_CHECKING:
@@ -63,9 +63,12 @@ def unit_notes(overrides: Sequence[str]) -> list[str]:
 
 
 def check_output_paths(*options: tuple[str, str | None]) -> None:
-    """Refuse an output file whose folder does not exist, before any work (:mod:`foundry_ext.outputs`)."""
+    """Refuse an output file whose folder does not exist, or that is a folder, before any work.
+
+    The rule and its line: :func:`foundry_ext.outputs.output_problem`.
+    """
     for option, path in options:
-        problem = missing_folder(option, path)
+        problem = output_problem(option, path)
         if problem is not None:
             raise UsageError(problem)
 

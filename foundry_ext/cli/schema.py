@@ -21,8 +21,9 @@ def run(args: argparse.Namespace) -> int:
     import json
 
     from foundry_ext.catalog.schema import train_yaml_schema
-    from foundry_ext.cli import UsageError
+    from foundry_ext.cli import UsageError, check_output_paths
 
+    check_output_paths(("--out", args.out))
     text = json.dumps(train_yaml_schema(), indent=2, sort_keys=False) + "\n"
     if not args.out:
         print(text, end="")

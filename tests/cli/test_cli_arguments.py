@@ -72,6 +72,39 @@ def test_every_command_refuses_a_missing_output_folder_with_the_same_line(
 
 
 @pytest.mark.parametrize(
+    ("command", "option", "example"),
+    [
+        (["plot", WSD], "--out", "out"),
+        (["plot", WSD], "--csv", "out"),
+        (["lr-find", WSD], "--json", "out"),
+        (["schema"], "--out", "out"),
+        (["law", "fit", "curve.csv"], "--out", "out"),
+        (["anneal", "ep0-ba4-rank0.pt", WSD, "--decay", "4ba"], "--out", "branch.yaml"),
+    ],
+    ids=lambda value: value[0] if isinstance(value, list) else value,
+)
+def test_every_command_refuses_an_output_that_is_a_folder_with_the_same_line(
+    command: list[str], option: str, example: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A folder given as a file to write is refused before any work: ``plot --out out`` wrote ``out.png`` beside the
+    folder and said ``wrote out``; ``--csv`` and ``schema --out`` failed only once the work was done."""
+    for name in ("curve.csv", "ep0-ba4-rank0.pt"):
+        (tmp_path / name).write_bytes(b"")
+    args = [str(tmp_path / a) if a.endswith((".csv", ".pt")) else a for a in command]
+    target = tmp_path / "a-folder"
+    target.mkdir()
+    assert main([*args, option, str(target)]) == 2
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].endswith(
+        f"error: {option} {target}: is a folder; expected a file name, e.g. {target}/{example}"
+    ), lines
+    assert "wrote" not in out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-folder", "curve.csv", "ep0-ba4-rank0.pt"]
+    assert list(target.iterdir()) == []
+
+
+@pytest.mark.parametrize(
     ("typed", "meant"),
     [("wsd", "warmup_stable_decay"), ("cosine_warmup", "cosine_with_warmup"), ("plateau", "reduce_lr_on_plateau")],
 )

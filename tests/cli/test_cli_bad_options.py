@@ -31,7 +31,7 @@ CASES = {
     "plot --at": (["plot", "yamls/tiny-wsd.yaml", "--at", "250", "--out", "{tmp}/lr.png"], "--at 250: the run trains"),
     "validate": (["validate", "{tmp}/missing.yaml"], "missing.yaml"),
     "schedulers": (["schedulers", "wsd"], "wsd"),
-    "schema": (["schema", "--out", "{tmp}/nodir/s.json"], "--out {tmp}/nodir/s.json: cannot write"),
+    "schema": (["schema", "--out", "{tmp}/nodir/s.json"], "{tmp}/nodir does not exist"),
     "inspect": (["inspect", "{tmp}/missing.pt"], "missing.pt"),
     "lr-find": (["lr-find", "yamls/tiny-wsd.yaml", "--min", "abc"], "--min abc: not a number"),
     "lr-find --batches": (["lr-find", "yamls/tiny-wsd.yaml", "--batches", "3"], "--batches 3: too few"),

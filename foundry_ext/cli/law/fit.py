@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from foundry_ext.cli import UsageError
-from foundry_ext.cli.law.inputs import check_out
+from foundry_ext.cli import UsageError, check_output_paths
 
 __all__ = ["run"]
 
@@ -20,7 +19,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.warmup is not None and args.warmup < 0:
         raise UsageError(f"--warmup {args.warmup}: must be >= 0")
-    check_out("--out", args.out)
+    check_output_paths(("--out", args.out))
     try:
         traces = read_runs(args.runs, args.metric, args.warmup)
         result = fit(traces, args.law_form)

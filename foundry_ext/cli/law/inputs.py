@@ -16,24 +16,12 @@ __all__ = [
     "NO_CUTS",
     "PLATEAU",
     "PLATEAU_CUT_KEYS",
-    "check_out",
     "check_scheduler_name",
     "law_notes",
     "read_law",
     "warn",
     "yaml_lrs",
 ]
-
-
-def check_out(option: str, path: str | None) -> None:
-    """An output file must be writable where it is asked: its folder exists, and it is not a folder itself."""
-    import os
-
-    from foundry_ext.cli import check_output_paths
-
-    check_output_paths((option, path))
-    if path and os.path.isdir(path):
-        raise UsageError(f"{option} {path}: is a folder; expected a file name (e.g. {os.path.join(path, 'out')})")
 
 
 def read_law(path: str):

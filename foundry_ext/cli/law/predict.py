@@ -6,11 +6,10 @@ import argparse
 import csv
 import time
 
-from foundry_ext.cli import UsageError
+from foundry_ext.cli import UsageError, check_output_paths
 from foundry_ext.cli.law.inputs import (
     NO_CUTS,
     PLATEAU,
-    check_out,
     check_scheduler_name,
     law_notes,
     read_law,
@@ -32,8 +31,7 @@ def run(args: argparse.Namespace) -> int:
     from foundry_ext.law.runs import RunError, read_run
     from foundry_ext.runlog import is_mlflow
 
-    check_out("--csv", args.csv)
-    check_out("--out", args.out)
+    check_output_paths(("--csv", args.csv), ("--out", args.out))
     if args.points < 2:
         raise UsageError(f"--points {args.points}: must be >= 2")
     law = read_law(args.law)
