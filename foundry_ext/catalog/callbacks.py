@@ -248,4 +248,3 @@ class InjectBadBatchesConfig(ConfigModel):
     shift: float = Field(
         default=100.0, allow_inf_nan=False, description="added to the targets of an (inputs, targets) batch"
     )
-
