@@ -21,8 +21,8 @@ def uninterrupted_12ba(
     (test_checkpoint_faults.py) and of the two launchers on one folder (test_folder_owner.py). Read it, never write.
 
     The checkpoint guard's settings differ between those tests and do not reach the checkpoints (the guard keeps no
-    state), so one run serves both, and the finished-run relaunch (test_clean_exit.py): two 2-rank launches less per
-    suite (~1 min each on 2 cores).
+    state), so one run serves both, and the finished-run relaunch (test_finished_relaunch.py): two 2-rank launches less
+    per suite (~1 min each on 2 cores).
     """
     return trained_once(
         "uninterrupted_12ba",
