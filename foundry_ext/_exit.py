@@ -14,7 +14,7 @@ unwind meets the tensor's destructor, which is ``noexcept``, and the C++ runtime
 a worker thread that is late (a loaded machine) right after a collective, which is exactly what a finished run's
 relaunch does: ``checkpoint_guard`` raises ``SystemExit`` right after the checkpoint load's collectives. Rare (one
 failed relaunch in four CI runs of the suite), and reproduced every time by ``tests/resume/test_clean_exit.py``,
-which holds the GIL in the last ``atexit`` handler while a gloo worker drops a tensor.
+which holds the GIL in the last ``atexit`` handlers until a gloo worker has dropped a tensor and waits for it.
 
 The same worker, in ``~AsyncBroadcastWork``'s ``gil_scoped_acquire``, deadlocks ``destroy_process_group()`` (its
 destructor joins the workers while holding the GIL; seen with py-spy, ``tests/support/multirank.py``
