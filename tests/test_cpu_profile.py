@@ -38,3 +38,6 @@ def test_each_test_gets_its_own_and_its_childrens_cpu(tmp_path: Path) -> None:
     assert child["children"] > 0.05 and child["children"] > 5 * child["self"], child
     assert own["self"] > 0.05 and own["children"] == 0, own
     assert all(row["wall"] >= row["self"] * 0.5 for row in rows.values()), rows
+    # one timeline: the second test starts after the first (run in file order, one process)
+    assert {row["worker"] for row in rows.values()} == {"main"}, rows
+    assert child["start"] + child["wall"] <= own["start"] + 0.1, rows

@@ -7,8 +7,10 @@ processes a test launches (``composer -n 2 train.py``: the launcher's and each r
     FOUNDRY_EXT_CPU_PROFILE=/tmp/cpu.jsonl bash scripts/test.sh -p tests.support.cpu_profile
 
 Each test (setup, call and teardown; a module fixture's work is counted in the first test that uses it) appends one
-JSON line: ``{"test", "wall", "self", "children"}``, seconds. ``children`` is ``RUSAGE_CHILDREN``: the processes this
-worker waited for, and their own waited-for children (the launcher waits for its ranks), killed ones included.
+JSON line: ``{"test", "worker", "start", "wall", "self", "children"}``: the pytest-xdist worker (``gw0``; ``main``
+without xdist), the start as seconds since the epoch (to lay the workers' tests on one timeline), the rest seconds.
+``children`` is ``RUSAGE_CHILDREN``: the processes this worker waited for, and their own waited-for children (the
+launcher waits for its ranks), killed ones included.
 """
 
 from __future__ import annotations
@@ -31,11 +33,14 @@ def _cpu(who: int) -> float:
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, None, None]:
     del nextitem  # unused
     path = os.environ.get("FOUNDRY_EXT_CPU_PROFILE")
+    start = time.time()
     wall, own, children = time.monotonic(), _cpu(resource.RUSAGE_SELF), _cpu(resource.RUSAGE_CHILDREN)
     yield
     if path:
         row = {
             "test": item.nodeid,
+            "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
+            "start": round(start, 2),
             "wall": round(time.monotonic() - wall, 2),
             "self": round(_cpu(resource.RUSAGE_SELF) - own, 2),
             "children": round(_cpu(resource.RUSAGE_CHILDREN) - children, 2),
