@@ -102,7 +102,8 @@ def _options(args: argparse.Namespace) -> tuple[float, float, int, float, str, s
 
 def run(args: argparse.Namespace) -> int:
     """Check the options, load the YAML, run the range test, print and write what it found."""
-    options = _options(args)  # before the slow imports: bad options fail fast
+    options = _options(args)  # before the slow imports: bad options and a bad YAML fail fast
+    cfg, yaml_lr = _config(args)
 
     import torch
 
@@ -114,22 +115,18 @@ def run(args: argparse.Namespace) -> int:
         # are unaffected.
         torch.set_num_threads(1)
     try:
-        return _run(args, *options)
+        return _run(args, cfg, yaml_lr, *options)
     finally:
         torch.set_num_threads(threads)  # main() may be called in a process that goes on (tests)
 
 
-def _run(
-    args: argparse.Namespace, lr_min: float, lr_max: float, batches: int, beta: float, rule: str, reading: str
-) -> int:
-    from composer.utils import dist
+def _config(args: argparse.Namespace) -> tuple[dict, float | None]:
+    """The train config with its overrides, and its ``optimizer.lr``; a usage error for what cannot be trained.
 
+    Needs neither torch nor Composer: a bad YAML is refused in a fraction of a second, not after ~7 s of imports.
+    """
     from foundry_ext.config import train_yaml as loading
     from foundry_ext.config.errors import ConfigError
-    from foundry_ext.lr_find import TrainLoaderTooShortError, lr_find
-    from foundry_ext.lr_find.report import render_png, write_csv, write_json
-    from foundry_ext.lr_find.rules import paste_value
-    from foundry_ext.lr_find.runner import FSDP_ONE_PROCESS, fsdp_unused, ignored_keys
 
     try:
         cfg = loading.load_train_config(args.config, args.overrides)
@@ -138,6 +135,27 @@ def _run(
         raise UsageError.of_config(e) from None
     if not isinstance(cfg.get("optimizer"), dict) or not cfg["optimizer"].get("name"):
         raise UsageError("optimizer: missing; the range test trains the YAML's optimizer, e.g. {name: decoupled_adamw}")
+    return cfg, yaml_lr
+
+
+def _run(
+    args: argparse.Namespace,
+    cfg: dict,
+    yaml_lr: float | None,
+    lr_min: float,
+    lr_max: float,
+    batches: int,
+    beta: float,
+    rule: str,
+    reading: str,
+) -> int:
+    from composer.utils import dist
+
+    from foundry_ext.lr_find import TrainLoaderTooShortError, lr_find
+    from foundry_ext.lr_find.report import render_png, write_csv, write_json
+    from foundry_ext.lr_find.rules import paste_value
+    from foundry_ext.lr_find.runner import FSDP_ONE_PROCESS, fsdp_unused, ignored_keys
+
     rank0 = dist.get_global_rank() == 0
     if rank0:
         print(

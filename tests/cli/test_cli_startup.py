@@ -82,6 +82,23 @@ def test_plot_of_this_package_s_schedule_imports_no_torch(tmp_path: Path) -> Non
     assert modules == {"matplotlib"}
 
 
+@pytest.mark.parametrize(
+    ("override", "line"),
+    [
+        ("optimizer=null", "optimizer: missing; the range test trains the YAML's optimizer, e.g. {name: "),
+        ("max_seq_len=${variables.nope}", "max_seq_len: cannot resolve: Interpolation key 'variables.nope' not found"),
+    ],
+    ids=["no optimizer", "an interpolation that does not resolve"],
+)
+def test_lr_find_refuses_a_bad_yaml_before_importing_torch(override: str, line: str, tmp_path: Path) -> None:
+    """It used to import torch and Composer (~7 s) before reading the YAML."""
+    modules, output = loaded("lr-find", "yamls/tiny-wsd.yaml", override, "--out", str(tmp_path / "lr.png"))
+    errors = [x for x in output.splitlines() if x.startswith("foundry-ext lr-find: error: ")]
+    assert len(errors) == 1 and errors[0].startswith(f"foundry-ext lr-find: error: {line}"), output
+    assert modules == set(), output
+    assert not (tmp_path / "lr.png").exists()
+
+
 def test_version_names_the_stack() -> None:
     _, output = loaded("--version")
     assert output.startswith("foundry-ext ") and "composer 0.32" in output and "torch 2.7" in output
