@@ -5,8 +5,8 @@ r"""The weighted average of the model weights of ``.pt`` checkpoints, holding at
 
 accumulated oldest first in ``float32`` (``float64`` for ``float64`` weights) and written in each tensor's own dtype.
 Each checkpoint is read with the safe reader (its tensors mapped, not read, until used); the accumulator and the
-checkpoint being added are the two models held. Floating-point tensors of ``state.model`` are averaged; any other
-(an integer buffer) is the newest checkpoint's.
+checkpoint being added are the two models held. Floating-point tensors of ``state.model`` are averaged (a NaN or an
+infinity in one is refused: :func:`check_finite`); any other (an integer buffer) is the newest checkpoint's.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import torch
 from foundry_ext.average.options import AverageError
 from foundry_ext.average.source import Header, load
 
-__all__ = ["accumulator_dtype", "average_full", "model_of", "signature"]
+__all__ = ["accumulator_dtype", "average_full", "check_finite", "model_of", "signature"]
 
 
 def accumulator_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -40,6 +40,19 @@ def model_of(checkpoint: Mapping[str, Any], shown: str) -> Mapping[str, torch.Te
         if not isinstance(value, torch.Tensor):
             raise AverageError(f"CKPT {shown}: state.model[{str(name)[:200]!r}] is not a tensor")
     return model
+
+
+def check_finite(tensor: torch.Tensor, shown: str, name: str) -> None:
+    """Refuse a model tensor holding a NaN or an infinity: the average would hold it too, written without a word.
+
+    Raises:
+        AverageError: one line naming the checkpoint and the tensor.
+    """
+    if not bool(torch.isfinite(tensor).all()):
+        raise AverageError(
+            f"CKPT {shown}: model tensor {str(name)[:200]!r} holds NaN or infinite values (a diverged checkpoint?); "
+            "allowed: finite weights only"
+        )
 
 
 def signature(model: Mapping[str, torch.Tensor]) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
@@ -86,6 +99,7 @@ def average_full(ordered: list[Header], weights: list[float], progress: Callable
             for name, t in model.items():
                 if not t.is_floating_point():
                     continue
+                check_finite(t, header.item.shown, name)
                 if name not in acc:
                     acc[name] = torch.zeros(t.shape, dtype=accumulator_dtype(t.dtype))
                 acc[name].add_(t.to(acc[name].dtype), alpha=w)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,6 +60,15 @@ def parse_weights(text: str) -> Weights:
         return Weights("exp", beta=beta, text=t)
     if "," in t or _is_number(t):
         values = tuple(_number(v, shown) for v in t.split(","))
+        try:
+            total = math.fsum(values)  # the sum weights_for divides by
+        except OverflowError:
+            total = math.inf
+        if math.isinf(total):
+            raise AverageError(
+                f"{shown}: the weights sum to more than the largest float ({sys.float_info.max:.4g}); scale them "
+                "down (only their ratios matter)"
+            )
         if not sum(values) > 0:
             raise AverageError(f"{shown}: the weights sum to {sum(values):g}; they must sum to a positive number")
         return Weights("list", values=values, text=t)
@@ -163,8 +173,20 @@ def parse_selection(last: str | None, every: str | None, batches: str | None) ->
     return Selection(_count(last, "--last", 2), _count(every, "--every", 1), first_batch, last_batch)
 
 
+#: what the hidden partial output's name adds to ``--out``'s: ``.<name>.average-partial``
+PARTIAL_AFFIXES = "." + ".average-partial"
+
+
+def _name_max(folder: Path) -> int:
+    """The longest file name (bytes) the file system of ``folder`` takes (255 where it cannot say)."""
+    try:
+        return os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        return 255
+
+
 def check_out(out: str, sharded: bool, save_folders: list[Path]) -> Path:
-    """The output path, refused if it exists, its folder is missing, or it is inside a save folder of the inputs.
+    """The output path, refused if it exists, its folder is missing, its name is too long, or it is in a save folder.
 
     A full average is one ``.pt`` file, a sharded one a folder: either is new. Inside a run's save folder it would
     be taken for one of the run's checkpoints (Composer's ``latest`` link, autoresume, ``checkpoint_guard``'s
@@ -181,6 +203,15 @@ def check_out(out: str, sharded: bool, save_folders: list[Path]) -> Path:
     if problem is not None:
         raise AverageError(problem)
     parent = path.absolute().parent
+    # the average is first written as .<name>.average-partial beside it (foundry_ext.average.write): that name too
+    # must fit the file system's limit, or the write fails after the checkpoints were read
+    limit = _name_max(parent)
+    if len(os.fsencode(path.name)) + len(PARTIAL_AFFIXES) > limit:
+        raise AverageError(
+            f"--out {out}: the name is {len(os.fsencode(path.name))} bytes; allowed: at most "
+            f"{limit - len(PARTIAL_AFFIXES)} (the file system's {limit}, less the {len(PARTIAL_AFFIXES)} of the hidden "
+            "partial's name)"
+        )
     where = parent.resolve() / path.name
     for folder in save_folders:
         resolved = folder.resolve()

@@ -43,14 +43,22 @@ class Input:
     save_folder: Path
 
 
+def _resolve(path: Path, shown: str) -> Path:
+    """``path`` with its links resolved; a link loop is refused in one line (pathlib raises ``RuntimeError``)."""
+    try:
+        return path.resolve()
+    except (RuntimeError, OSError):
+        raise AverageError(f"CKPT {shown}: a symbolic link loop; expected a checkpoint file or folder") from None
+
+
 def _checked(given: str, path: Path) -> Input:
     """One named checkpoint: a ``.pt`` file or a complete sharded folder, refused if missing, partial or quarantined."""
     shown = one_line(given)
-    if QUARANTINE in path.absolute().parts or QUARANTINE in path.resolve().parts:
+    resolved = _resolve(path, shown)
+    if QUARANTINE in path.absolute().parts or QUARANTINE in resolved.parts:
         raise AverageError(
             f"CKPT {shown}: a quarantined checkpoint (checkpoint_guard moved it there as incomplete); not averaged"
         )
-    resolved = path.resolve()
     if resolved.is_dir():
         if not (resolved / ".metadata").is_file():
             raise AverageError(
@@ -96,13 +104,14 @@ def select_inputs(given: list[str], selection: Selection) -> list[Input]:
         path = Path(text)
         if not os.path.lexists(path):
             raise AverageError(f"CKPT {one_line(text)}: no such file or folder")
-        if path.resolve().is_dir() and not (path.resolve() / ".metadata").exists() and not _FOLDER.match(path.name):
+        resolved = _resolve(path, one_line(text))
+        if resolved.is_dir() and not (resolved / ".metadata").exists() and not _FOLDER.match(path.name):
             if len(given) > 1:
                 raise AverageError(
                     f"CKPT {one_line(text)}: a save folder among other checkpoints; pass either one save folder "
                     "(with --last, --every, --batches) or the checkpoints themselves"
                 )
-            inputs = _listed(path.resolve(), one_line(text), selection)
+            inputs = _listed(resolved, one_line(text), selection)
             break
         inputs.append(_checked(text, path))
     else:

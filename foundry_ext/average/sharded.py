@@ -33,7 +33,7 @@ from typing import IO, Any
 import torch
 from torch.distributed.checkpoint.metadata import Metadata, MetadataIndex, TensorStorageMetadata
 
-from foundry_ext.average.full import accumulator_dtype
+from foundry_ext.average.full import accumulator_dtype, check_finite
 from foundry_ext.average.heap import release_freed_memory
 from foundry_ext.average.options import AverageError
 from foundry_ext.average.source import Header
@@ -252,5 +252,7 @@ def _weighted_chunk(
     acc = torch.zeros(sizes, dtype=accumulator_dtype(dtype))
     with torch.no_grad():
         for item, w in zip(inputs, weights, strict=True):
-            acc.add_(_read_chunk(item, key, sizes, dtype, files).to(acc.dtype), alpha=w)
+            chunk = _read_chunk(item, key, sizes, dtype, files)
+            check_finite(chunk, item.header.item.shown, key.fqn)
+            acc.add_(chunk.to(acc.dtype), alpha=w)
     return acc

@@ -32,7 +32,7 @@ from foundry_ext.checkpoint.layout import local_kind, sharded_folder_problem
 from foundry_ext.config.errors import Problem
 from foundry_ext.text import one_line
 
-__all__ = ["FSDP2_KEYS", "check_fsdp"]
+__all__ = ["BOOL_KEYS", "FSDP2_KEYS", "MIXED_PRECISIONS", "STATE_DICT_TYPES", "check_fsdp"]
 
 #: The keys Composer 0.32's FSDP2 takes (``FSDP2Config.settable_attrs()``; checked against Composer by
 #: ``tests/catalog/test_fsdp_checks.py``). ``from_compatible_attrs`` drops every other ``fsdp_config`` key.
@@ -46,6 +46,20 @@ FSDP2_KEYS = (
     "state_dict_type",
     "verbose",
 )
+
+#: The ``fsdp_config`` keys Composer 0.32 types ``bool`` (``FSDPConfig``'s and ``FSDP2Config``'s fields; checked
+#: against Composer by ``tests/catalog/test_fuzz_ramp_fsdp.py``). Composer stores what it is given and tests its truth:
+#: the string ``"false"`` would switch the setting on.
+BOOL_KEYS = (
+    "activation_checkpointing", "activation_checkpointing_reentrant", "activation_cpu_offload", "auto_wrap",
+    "cpu_offload", "forward_prefetch", "keep_low_precision_grads", "limit_all_gathers", "load_monolith_rank0_only",
+    "sync_module_states", "te_checkpoint_wrapper", "te_shard_fp8_weight", "use_orig_params", "verbose",
+)  # fmt: skip
+#: ``state_dict_type``: Composer saves a sharded checkpoint for ``sharded`` and a full one for anything else, and
+#: refuses anything but these two only when it loads (``composer.core.state.fsdp_state_dict_type_context``)
+STATE_DICT_TYPES = ("full", "sharded")
+#: ``mixed_precision`` as a string (``get_mixed_precision`` upper-cases it), else a mapping of dtypes
+MIXED_PRECISIONS = ("DEFAULT", "PURE", "FULL")
 
 # What FSDP2 does instead, for the FSDP1 keys a YAML written for FSDP1 most often holds (Composer's FSDP2Config and
 # composer/distributed/fsdp2.py)
@@ -73,9 +87,18 @@ def check_fsdp(cfg: Mapping[str, Any], *, world_size: int, fsdp_version: str | N
             what Composer's ``Trainer`` reads; ``"1"`` when unset.
     """
     version = fsdp_version if fsdp_version is not None else os.environ.get("FSDP_VERSION", "1")
-    fsdp = cfg.get("fsdp_config")
-    fsdp = fsdp if isinstance(fsdp, Mapping) else None
+    block = cfg.get("fsdp_config")
+    fsdp = block if isinstance(block, Mapping) else None
+    if block is not None and fsdp is None:
+        return [
+            Problem(
+                "fsdp_config",
+                f"{one_line(repr(block))[:200]} is not a block; expected a mapping of FSDP settings, e.g. "
+                "{state_dict_type: sharded}",
+            )
+        ]
     problems = _fsdp2_dropped_keys(fsdp) if fsdp is not None and version == "2" else []
+    problems += _value_problems(fsdp, version) if fsdp is not None else []
     found = _checkpoint_to_load(cfg, world_size)
     if found is not None:
         problem = _load_problem(*found, fsdp, world_size, version)
@@ -98,6 +121,30 @@ def _fsdp2_dropped_keys(fsdp: Mapping[str, Any]) -> list[Problem]:
                 "FSDP1 (FSDP_VERSION unset, on CUDA)",
             )
         )
+    return problems
+
+
+def _value_problems(fsdp: Mapping[str, Any], version: str) -> list[Problem]:
+    """Values Composer would take without a word and act on otherwise than written (issue 46: found by fuzzing)."""
+    problems = []
+
+    def bad(key: str, allowed: str) -> None:
+        problems.append(Problem(f"fsdp_config.{key}", f"{one_line(repr(fsdp[key]))[:200]} is not allowed; {allowed}"))
+
+    for key in BOOL_KEYS:
+        if key in fsdp and not isinstance(fsdp[key], bool):
+            bad(key, "allowed: true or false")
+    value = fsdp.get("state_dict_type")
+    if "state_dict_type" in fsdp and value not in STATE_DICT_TYPES:
+        bad("state_dict_type", f"allowed: {' or '.join(STATE_DICT_TYPES)} (anything else saves full checkpoints)")
+    if version == "2":  # FSDP1's values are checked by validate with its keys (catalog.train_config)
+        value = fsdp.get("reshard_after_forward")
+        if "reshard_after_forward" in fsdp and (not isinstance(value, int) or (type(value) is int and value < 1)):
+            bad("reshard_after_forward", "allowed: true, false, or a whole number of ranks >= 1 to reshard to")
+        value = fsdp.get("mixed_precision")
+        if "mixed_precision" in fsdp and not isinstance(value, Mapping):
+            if not isinstance(value, str) or value.upper() not in MIXED_PRECISIONS:
+                bad("mixed_precision", f"allowed: one of {', '.join(MIXED_PRECISIONS)}, or a mapping of dtypes")
     return problems
 
 

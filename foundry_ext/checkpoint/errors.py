@@ -36,10 +36,23 @@ def first_line(error: BaseException | str) -> str:
         text = text.split("WeightsUnpickler error:", 1)[1]
     elif text.startswith("Weights only load failed."):  # the reason is on the next line
         text = text.split("\n", 1)[-1]
-    line = text.strip().splitlines()[0] if text.strip() else type(error).__name__
-    if isinstance(error, (KeyError, IndexError, TypeError, AttributeError, AssertionError)):  # "27" says nothing
-        line = f"{type(error).__name__}: {line}"
-    return one_line(line[:300])
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    # "27" alone says nothing, and a Python exception's name is not for the user (issue 46: no exception name in a
+    # refusal): what went wrong, in words
+    for kind, words in _WHAT_WENT_WRONG:
+        if isinstance(error, kind):
+            line = f"{words}: {line}" if line else words
+            break
+    return one_line((line or "unreadable")[:300])
+
+
+_WHAT_WENT_WRONG: tuple[tuple[type[BaseException], str], ...] = (
+    (KeyError, "a missing key"),
+    (IndexError, "a record cut short or out of range"),
+    (TypeError, "a value of the wrong type"),
+    (AttributeError, "a missing attribute"),
+    (AssertionError, "a failed consistency check"),
+)
 
 
 def unreadable(origin: str, error: BaseException | str) -> CheckpointError:

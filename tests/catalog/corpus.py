@@ -500,6 +500,24 @@ FSDP2_BAD: dict[str, tuple[dict[str, Any], str, str]] = {
         "load_path",
         "this run has fsdp_config.state_dict_type: full",
     ),
+    # issue 46, found by tests/catalog/test_fuzz_ramp_fsdp.py: values Composer took without a word and acted on
+    # otherwise (a misspelt state_dict_type saved full checkpoints; the string "false" is true)
+    "fsdp-state_dict_type-misspelt": (
+        {"fsdp_config": {"state_dict_type": "shraded"}},
+        "fsdp_config.state_dict_type",
+        "'shraded' is not allowed; allowed: full or sharded",
+    ),
+    "fsdp-bool-as-text": (
+        {"fsdp_config": {**SHARDED, "activation_checkpointing": "false"}},
+        "fsdp_config.activation_checkpointing",
+        "'false' is not allowed; allowed: true or false",
+    ),
+    "fsdp2-mixed_precision-unknown": (
+        {"fsdp_config": {**SHARDED, "mixed_precision": "bf16"}},
+        "fsdp_config.mixed_precision",
+        "allowed: one of DEFAULT, PURE, FULL, or a mapping of dtypes",
+    ),
+    "fsdp_config-not-a-block": ({"fsdp_config": 5}, "fsdp_config", "5 is not a block"),
 }
 
 # Valid configs, which must pass (Composer defaults, llm-foundry defaults, units Composer converts).

@@ -71,13 +71,18 @@ def stage(fuzzer: str, name: str) -> None:
 
 
 def check_promise(
-    args: list[str], env: dict[str, str] | None = None, names: tuple[str, ...] = (), one_line: bool = True
+    args: list[str],
+    env: dict[str, str] | None = None,
+    names: tuple[str, ...] = (),
+    one_line: bool = True,
+    progress: tuple[str, ...] = (),
 ) -> tuple[int, str]:
     """Run ``args``; assert the promise; return the status and the error line (``""`` on status 0).
 
     ``names``: on status 2, the line must hold one of them (the file, key or option the input got wrong).
     ``one_line``: on status 2, stderr is one error line (besides warnings, notes and argparse's usage); ``validate``
-    lists every problem instead.
+    lists every problem instead. ``progress``: the starts of the progress lines the command prints to stderr as it
+    works (``average``'s ``checking [1/3] ...``), which may come before the error line.
     """
     start, cpu = time.monotonic(), time.process_time()
     rc, out, err = run_cli(*args, env=env)
@@ -92,7 +97,7 @@ def check_promise(
     if rc == 0 or not one_line:
         return rc, ""
     lines = [line for line in err.splitlines() if line.startswith("foundry-ext")]
-    allowed = ("foundry-ext", "warning: ", "note: ", "usage: ", " ")  # argparse's usage lines are indented
+    allowed = ("foundry-ext", "warning: ", "note: ", "usage: ", " ", *progress)  # argparse's usage lines are indented
     others = [line for line in err.splitlines() if not line.startswith(allowed)]
     assert len(lines) == 1 and not others, f"not one error line for {args}:\n{err[-3000:]}"
     if names:
