@@ -113,7 +113,9 @@ def report(fuzzers: tuple[str, ...], least: dict[str, list[tuple[str, ...]]]) ->
     """
     path = os.environ.get("FOUNDRY_EXT_FUZZ_REPORT")
     if path:
-        doc = {f: {**STAGES[f], "inputs": sum(STAGES[f].values())} for f in fuzzers}
+        # every fuzzer run in this process: several files run together write one report, each file's call the counts
+        # so far
+        doc = {f: {**STAGES[f], "inputs": sum(STAGES[f].values())} for f in sorted({*fuzzers, *STAGES})}
         load = os.getloadavg()
         doc["_run"] = {"seconds": round(time.monotonic() - _FIRST), "loadavg_at_end": [round(x, 2) for x in load]}
         Path(path).write_text(json.dumps(doc, indent=1))
