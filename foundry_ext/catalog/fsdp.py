@@ -80,6 +80,10 @@ _FORMAT = re.compile(r"\{(\w*)\}")
 def check_fsdp(cfg: Mapping[str, Any], *, world_size: int, fsdp_version: str | None = None) -> list[Problem]:
     """The problems of ``cfg``'s ``fsdp_config`` and of the checkpoint it will load on ``world_size`` ranks.
 
+    ``fsdp_config`` must be a mapping; under FSDP2 a key it drops is refused; under both, a value Composer would act on
+    otherwise than written (a ``state_dict_type`` other than ``full``/``sharded``, a bool given as another type,
+    FSDP2's ``mixed_precision`` and ``reshard_after_forward``).
+
     Args:
         cfg (Mapping): The resolved train config.
         world_size (int): The number of ranks (the launcher's ``WORLD_SIZE``; ``foundry-ext validate --world-size``).
@@ -131,8 +135,8 @@ def _value_problems(fsdp: Mapping[str, Any], version: str) -> list[Problem]:
     def bad(key: str, allowed: str) -> None:
         problems.append(Problem(f"fsdp_config.{key}", f"{one_line(repr(fsdp[key]))[:200]} is not allowed; {allowed}"))
 
-    for key in BOOL_KEYS:
-        if key in fsdp and not isinstance(fsdp[key], bool):
+    for key in BOOL_KEYS:  # under FSDP2, a key it drops is named once, by _fsdp2_dropped_keys
+        if key in fsdp and not isinstance(fsdp[key], bool) and (version != "2" or key in FSDP2_KEYS):
             bad(key, "allowed: true or false")
     value = fsdp.get("state_dict_type")
     if "state_dict_type" in fsdp and value not in STATE_DICT_TYPES:
