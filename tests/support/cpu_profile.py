@@ -39,7 +39,8 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     if path:
         row = {
             "test": item.nodeid,
-            "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
+            # the config's, not the environment's PYTEST_XDIST_WORKER: a pytest run a test starts inherits that
+            "worker": getattr(item.config, "workerinput", {}).get("workerid", "main"),
             "start": round(start, 2),
             "wall": round(time.monotonic() - wall, 2),
             "self": round(_cpu(resource.RUSAGE_SELF) - own, 2),
