@@ -38,6 +38,10 @@ if [ "$n" != 1 ]; then
 fi
 
 bash scripts/setup.sh
+# One OpenMP thread per process unless told otherwise, as train.py gives each rank (and torchrun does): the suite keeps
+# both cores busy, and the tests that train in their own process (lr-find, the benchmarks' smoke runs) spin-waited
+# for a second thread: 183 CPU-s instead of 155 for those files on two workers (docs/contributing.md, "Test tiers")
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 # Let the suite's ~700 processes write the bytecode of what they import, once (scripts/setup.sh: the rest of the stack)
 unset PYTHONDONTWRITEBYTECODE
 # tests reuse ./demo-data (tests/conftest.py: demo_data); its marker is written last, so present = complete
