@@ -33,7 +33,11 @@ from foundry_ext.config.train_yaml import RunClock, max_duration, optimizer_lr
 from foundry_ext.schedules.base import run_check
 from foundry_ext.schedules.batch_size import BatchPlan, in_ramp_batches
 
-__all__ = ["RampStep", "decided_at_run_time", "ramp_steps", "stage_lines"]
+__all__ = ["MAX_PREVIEW_STEPS", "RampStep", "decided_at_run_time", "ramp_steps", "stage_lines"]
+
+#: The most steps a ramp's preview computes (each step two records: 2,000,000 took 4 s of CPU and 413 MB to list, before
+#: their LRs; the fuzzers' bound is 10 CPU s and 2 GB per command: tests/catalog/test_fuzz_ramp_fsdp.py)
+MAX_PREVIEW_STEPS = 500_000
 
 
 @dataclass(frozen=True)
@@ -139,6 +143,11 @@ def ramp_steps(cfg: Mapping[str, Any], world_size: int = 1) -> tuple[BatchPlan, 
     if md.unit == "ep":
         raise ConfigError([Problem("max_duration", f"'{md}': a ramped run's steps are previewed for a max_duration in "
                                    "tok, sp or ba")])  # fmt: skip
+    count = plan.step_count(md, seq_len)
+    if count > MAX_PREVIEW_STEPS:  # every step is a record: a run of 10**14 steps would fill the memory first
+        raise ConfigError([Problem("max_duration", f"'{md}' is {count:,} steps with this batch_size_schedule; "
+                                   f"validate and plot compute every step of a ramp, at most {MAX_PREVIEW_STEPS:,}: "
+                                   "preview a shorter max_duration (training is not limited)")])  # fmt: skip
     plan_steps = plan.run_steps(md, seq_len)
     multiplier = _multiplier_fn(cfg, md, len(plan_steps))
     lr = optimizer_lr(cfg) or 1.0

@@ -145,6 +145,33 @@ class BatchPlan:
             sample += self.sizes[stage]
             batch += 1
 
+    def step_count(self, max_duration: Duration, tokens_per_sample: int) -> int:
+        r"""How many steps :meth:`run_steps` gives, from the stages alone (without listing them).
+
+        .. math::
+            n = \sum_i \left\lceil \frac{\min(s_{i+1}, S) - x_i}{B_i} \right\rceil^+, \qquad
+            x_{i+1} = x_i + n_i B_i
+
+        for stage ``i`` of batch ``B_i`` from sample ``s_i`` (``s_{last+1} = S``, the run's samples), ``x_i`` the
+        samples trained when it starts, ``n_i`` its steps (0 when ``x_i`` is already past its end: a stage skipped).
+
+        Raises:
+            ValueError: ``max_duration`` is in another unit than ``tok``, ``sp`` or ``ba``.
+        """
+        if max_duration.unit == "ba":
+            return int(max_duration.value)
+        if max_duration.unit not in ("tok", "sp"):
+            raise ValueError(f"max_duration {max_duration}: a ramped run's steps are counted for tok, sp or ba")
+        value = max_duration.value
+        total = math.ceil(value / tokens_per_sample) if max_duration.unit == "tok" else int(value)
+        count = sample = 0
+        for i, size in enumerate(self.sizes):
+            end = min(self.starts[i + 1], total) if i + 1 < len(self.starts) else total
+            if sample < end:
+                n = -(-(end - sample) // size)
+                count, sample = count + n, sample + n * size
+        return count
+
     def run_steps(self, max_duration: Duration, tokens_per_sample: int) -> list[Step]:
         """Every step of a run of ``max_duration`` (``tok``, ``sp`` or ``ba``; tokens rounded up to whole samples).
 

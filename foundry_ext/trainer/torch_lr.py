@@ -126,7 +126,7 @@ def _ramp_batches(cfg: Mapping[str, Any], world_size: int) -> int | None:
     plan, problems, _ = check_batch_size_schedule(cfg, world_size)
     if plan is None or problems:
         return None  # no ramp, or one its own transform refuses
-    return len(plan.run_steps(max_duration(cfg), int(cfg["max_seq_len"])))
+    return plan.step_count(max_duration(cfg), int(cfg["max_seq_len"]))
 
 
 def _trains_with(engine: TorchSchedule) -> Callable[[int], float]:

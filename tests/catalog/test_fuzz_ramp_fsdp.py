@@ -212,7 +212,7 @@ def _accepted_ramp(path: Path) -> None:
         for s in block["stages"]:
             size = s["global_train_batch_size"]
             assert type(size) is int and size >= 1, s
-            at = str(s["at"])
+            at = str(s["at"]).strip().lower()  # the duration parser takes '4096 TOK' as tokens
             assert at.endswith(("tok", "sp")), s
             number = float(at.removesuffix("tok").removesuffix("sp"))
             assert number == int(number), f"a fractional point accepted: {s}"
@@ -305,6 +305,26 @@ def test_fsdp_config_keeps_the_promise(
     config.write_text(text, encoding="utf-8")
     if _in_repo(lambda: _validate_then_plot(FSDP, config, overrides, tmp, env, world)) and not overrides:
         _accepted_fsdp(config, env["FSDP_VERSION"] or "1")
+
+
+# What the fuzzer found (each a regular test, fixed): case -> (overrides of tiny-batch-ramp.yaml, the line's start)
+FOUND = {
+    # a ramp's preview listed every step: max_duration=2**53 tokens took minutes of CPU and > 5 GB in validate and
+    # plot (now counted first, BatchPlan.step_count, and refused above MAX_PREVIEW_STEPS)
+    "ramp-max_duration-2**53tok": (["max_duration=9007199254740992tok"], "max_duration: '9007199254740992tok' is "),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FOUND))
+@pytest.mark.parametrize("command", ["validate", "plot"])
+def test_what_the_fuzzer_found(case: str, command: str, tmp_path: Path) -> None:
+    overrides, expected = FOUND[case]
+    out = tmp_path / "lr.png"
+    argv = [command, str(RAMP_YAML), *overrides, *(["--out", str(out)] if command == "plot" else [])]
+    rc, line = _in_repo(lambda: check_promise(argv, one_line=command == "plot"))  # within 10 CPU s and 2 GB
+    assert rc == 2 and not out.exists()
+    if command == "plot":
+        assert expected in line and "at most 500,000" in line, line
 
 
 def test_the_bool_keys_are_composers() -> None:
