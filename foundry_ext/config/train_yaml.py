@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from foundry_ext.config.durations import Duration, DurationError, UnknownBatchesPerEpoch, parse
+from foundry_ext.config.durations import MAX_COUNT, Duration, DurationError, UnknownBatchesPerEpoch, parse
 from foundry_ext.config.errors import ConfigError
 
 __all__ = [
@@ -311,6 +311,12 @@ def run_clock(
         seq_len, source = _max_seq_len(cfg)
         if gbs and seq_len:
             tpb = gbs * seq_len
+            if tpb > MAX_COUNT:  # the clock counts tokens in 64-bit integers (numpy, Composer's Timestamp)
+                raise ConfigError(
+                    "global_train_batch_size",
+                    f"{gbs} samples of {seq_len} tokens is {tpb} tokens a batch; expected at most 2**53 ({MAX_COUNT}) "
+                    "tokens",
+                )
             notes.append(
                 f"1 batch = {gbs} samples = {tpb} tokens (global_train_batch_size {gbs} x {source} {seq_len}; "
                 "assumes every sequence is max_seq_len long)"
