@@ -22,10 +22,10 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf as om
 
+from tests.support.fsdp import FSDP_YAML
 from tests.support.launcher import REPO
 from tests.support.multirank import JSONL_LOGGER, launch_and_wait, read_metrics, same_bits
 
-FSDP_YAML = REPO / "yamls" / "tiny-fsdp.yaml"
 PLATEAU_YAML = REPO / "yamls" / "tiny-resume.yaml"
 KILL = REPO / "tests" / "spike" / "launcher_callbacks.py"  # spike_test_kill: SIGKILL at the end of $SPIKE_TEST_KILL_AT
 FSDP2 = {"FSDP_VERSION": "2"}

@@ -31,12 +31,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.launcher import REPO
 from tests.support.multirank import FAULT_HOOKS, JSONL_LOGGER, launch_and_wait
-from tests.support.references import FSDP_ENV, TINY_FSDP, trained_once
+from tests.support.references import FSDP_ENV, trained_once
 
 __all__ = ["FSDP_ENV", "FSDP_YAML", "fsdp_overrides", "fsdp_reference"]
 
-FSDP_YAML = TINY_FSDP
+FSDP_YAML = REPO / "yamls" / "tiny-fsdp.yaml"
 
 
 def fsdp_overrides(data: Path, run_dir: Path, *extra: str) -> list[str]:

@@ -12,10 +12,9 @@ import pytest
 from tests.support.launcher import REPO
 from tests.support.multirank import FAULT_HOOKS, JSONL_LOGGER
 
-__all__ = ["FSDP_ENV", "TINY_FSDP", "TINY_RESUME", "trained_once", "uninterrupted_overrides"]
+__all__ = ["FSDP_ENV", "TINY_RESUME", "trained_once", "uninterrupted_overrides"]
 
 TINY_RESUME = REPO / "yamls" / "tiny-resume.yaml"
-TINY_FSDP = REPO / "yamls" / "tiny-fsdp.yaml"
 FSDP_ENV = {"FSDP_VERSION": "2"}  # FSDP2: runs on CPU with gloo (Composer's default FSDP1 needs CUDA)
 
 
