@@ -144,7 +144,14 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespa
         rest = rest[1:]
     if leaf is parser or _subparsers(leaf) is not None:
         return parser.parse_args(argv)  # no command word, or one that needs another: argparse's own message
-    return leaf.parse_intermixed_args(rest, namespace)
+    namespace = leaf.parse_intermixed_args(rest, namespace)
+    for action in leaf._actions:
+        # `--weights --` beside a nargs="+" positional: argparse drops the '--' and sets the option to [] without a
+        # word (issue 46: found by fuzzing `average`); refused as argparse refuses a missing value
+        single = isinstance(action, argparse._StoreAction) and action.nargs is None  # not append, not nargs="+"
+        if action.option_strings and single and isinstance(getattr(namespace, action.dest, None), list):
+            leaf.error(f"argument {'/'.join(action.option_strings)}: expected one argument")
+    return namespace
 
 
 #: The options that name a file a command writes (``plot --out``, ``--csv``; ``lr-find --json``; ``law fit --out``).

@@ -296,6 +296,10 @@ FOUND = {
     # a NaN (or infinite) model tensor was averaged into a NaN checkpoint, written without a word
     "nan-weights": (["run/ep0-ba4-rank0.pt", "other/nan.pt"], [], "other/nan.pt: model tensor 'net.weight' holds NaN"),
     "inf-weights": (["run/ep0-ba4-rank0.pt", "other/inf.pt"], [], "model tensor 'net.bias' holds NaN or infinite"),
+    # '--' as an option's value beside the nargs="+" CKPT: argparse set the option to [] without a word, then
+    # AttributeError / TypeError tracebacks (fixed for every command: foundry_ext.cli._parse)
+    "weights-dashdash": (["run"], ["--weights", "--"], "argument --weights: expected one argument"),
+    "every-dashdash": (["run"], ["--every", "--"], "argument --every: expected one argument"),
     "nan-weights-sharded": (["sharded/ep0-ba8", "other/ep0-ba20"], [], "tensor 'state.model.net.weight' holds NaN"),
 }
 
@@ -312,6 +316,6 @@ def test_what_the_fuzzer_found(case: str, ckpts: Path, tmp_path: Path, monkeypat
     if "--out" not in options:
         argv += ["--out", "avg.pt" if "sharded" not in "".join(given) and "ba20" not in "".join(given) else "avg"]
     before = _tree(ckpts)
-    rc, line = check_promise(argv, names=("CKPT", "--out", "--weights"), progress=PROGRESS)
+    rc, line = check_promise(argv, names=("CKPT", "--out", "--weights", "--every"), progress=PROGRESS)
     assert rc == 2 and expected in line, line
     assert _tree(ckpts) == before and list((tmp_path / "out").iterdir()) == []
