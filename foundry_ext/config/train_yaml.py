@@ -304,7 +304,14 @@ def run_clock(
     """
     md = max_duration(cfg)
     notes = []
-    gbs = _positive_int(cfg.get("global_train_batch_size"))
+    raw = cfg.get("global_train_batch_size")
+    gbs = _positive_int(raw)
+    if raw is not None and gbs is None:  # else validate said OK and plot refused ('tokens per batch not known')
+        raise ConfigError(
+            "global_train_batch_size",
+            f"{repr(raw)[:100]} is not allowed; expected a whole number >= 1 (the samples of one batch, over every "
+            "rank)",
+        )
     spb = samples_per_batch or gbs
     tpb = tokens_per_batch
     if tpb is None:

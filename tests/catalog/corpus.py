@@ -70,6 +70,10 @@ HAND_BAD: dict[str, tuple[dict[str, Any], str, str]] = {
     "max_duration-text": ({"max_duration": "abc"}, "max_duration", "not a duration"),
     "max_duration-zero": ({"max_duration": "0ba"}, "max_duration", "must be > 0"),
     "max_duration-dur": ({"max_duration": "1dur"}, "max_duration", "'dur' is relative"),
+    # issue 46, found by tests/catalog/test_fuzz_ramp_fsdp.py: validate said OK (with a note) and plot refused
+    "gtbs-text": ({"global_train_batch_size": "16"}, "global_train_batch_size", "'16' is not allowed"),
+    "gtbs-negative": ({"global_train_batch_size": -8}, "global_train_batch_size", "-8 is not allowed"),
+    "gtbs-bool": ({"global_train_batch_size": True}, "global_train_batch_size", "True is not allowed"),
     "scheduler-missing": ({"scheduler": None}, "scheduler", "missing"),
     "scheduler-no-name": (S(t_warmup="10ba"), "scheduler.name", "missing"),
     "scheduler-name-typo": (S(name="warmup_stabel_decay"), "scheduler.name", "did you mean 'warmup_stable_decay'"),
