@@ -45,7 +45,8 @@ def test_the_suites_conftest_registers_the_hooks() -> None:
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "two-workers"])
 def test_a_slow_test_says_when_it_starts_and_ends(workers: list[str], tmp_path: Path) -> None:
     (tmp_path / "test_inner.py").write_text(INNER)
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    # not the outer run's xdist worker variables (PYTEST_XDIST_WORKER, ...): the inner run is a session of its own
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}, "PYTHONPATH": str(REPO)}
     cmd = [sys.executable, "-m", "pytest", "-p", "tests.support.slow_progress", "-o", "markers=slow", "-q",
            "-p", "no:randomly", "-p", "no:cacheprovider", *workers, "test_inner.py"]  # fmt: skip
     done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False)
