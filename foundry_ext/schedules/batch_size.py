@@ -158,12 +158,9 @@ class BatchPlan:
         Raises:
             ValueError: ``max_duration`` is in another unit than ``tok``, ``sp`` or ``ba``.
         """
-        if max_duration.unit == "ba":
-            return int(max_duration.value)
-        if max_duration.unit not in ("tok", "sp"):
-            raise ValueError(f"max_duration {max_duration}: a ramped run's steps are counted for tok, sp or ba")
-        value = max_duration.value
-        total = math.ceil(value / tokens_per_sample) if max_duration.unit == "tok" else int(value)
+        unit, total = _run_length(max_duration, tokens_per_sample)
+        if unit == "batches":
+            return total
         count = sample = 0
         for i, size in enumerate(self.sizes):
             end = min(self.starts[i + 1], total) if i + 1 < len(self.starts) else total
@@ -178,13 +175,23 @@ class BatchPlan:
         Raises:
             ValueError: ``max_duration`` is in another unit (epochs: their batches depend on where the ramp is).
         """
-        if max_duration.unit == "tok":
-            return list(self.steps(samples=math.ceil(max_duration.value / tokens_per_sample)))
-        if max_duration.unit == "sp":
-            return list(self.steps(samples=int(max_duration.value)))
-        if max_duration.unit == "ba":
-            return list(self.steps(batches=int(max_duration.value)))
-        raise ValueError(f"max_duration {max_duration}: a ramped run's steps are counted for tok, sp or ba")
+        unit, total = _run_length(max_duration, tokens_per_sample)
+        return list(self.steps(**{unit: total}))
+
+
+def _run_length(max_duration: Duration, tokens_per_sample: int) -> tuple[str, int]:
+    """``("samples", n)`` for ``tok`` (rounded up to whole samples) or ``sp``, ``("batches", n)`` for ``ba``.
+
+    Raises:
+        ValueError: another unit (epochs: their batches depend on where the ramp is).
+    """
+    if max_duration.unit == "tok":
+        return "samples", math.ceil(max_duration.value / tokens_per_sample)
+    if max_duration.unit == "sp":
+        return "samples", int(max_duration.value)
+    if max_duration.unit == "ba":
+        return "batches", int(max_duration.value)
+    raise ValueError(f"max_duration {max_duration}: a ramped run's steps are counted for tok, sp or ba")
 
 
 def in_ramp_batches(problems: list[Problem], max_duration: Duration, batches: int) -> list[Problem]:
