@@ -2,6 +2,9 @@
 
 What Composer 0.32 and llm-foundry 0.22 do, and where it goes wrong only after the model is built (a traceback):
 
+* FSDP1 (Composer's default, ``FSDP_VERSION`` unset): ``FSDPConfig.__init__`` sets any key as an attribute, so a
+  misspelt key is silently unused, and a misspelt ``sharding_strategy`` / ``backward_prefetch`` fails as a
+  ``KeyError`` once the model is built (``SHARDING_MAP[...]``, ``composer/distributed/mosaic_parallelism.py``).
 * ``FSDP_VERSION=2`` (read from the environment by Composer's ``Trainer``) builds an ``FSDP2Config`` from
   ``fsdp_config`` with ``FSDP2Config.from_compatible_attrs``: a key FSDP2 has no setting for (``sharding_strategy``,
   ``use_orig_params``, ``sharded_ckpt_prefix_dir``, ...) is dropped with one ``UserWarning`` among many. Here it is an
@@ -29,10 +32,31 @@ from collections.abc import Mapping
 from typing import Any
 
 from foundry_ext.checkpoint.layout import local_kind, sharded_folder_problem
-from foundry_ext.config.errors import Problem
+from foundry_ext.config.errors import Problem, did_you_mean
 from foundry_ext.text import one_line
 
-__all__ = ["BOOL_KEYS", "FSDP2_KEYS", "MIXED_PRECISIONS", "STATE_DICT_TYPES", "check_fsdp"]
+__all__ = [
+    "BOOL_KEYS",
+    "FSDP1_KEYS",
+    "FSDP1_VALUES",
+    "FSDP2_KEYS",
+    "MIXED_PRECISIONS",
+    "STATE_DICT_TYPES",
+    "check_fsdp",
+]
+
+#: The fields of Composer 0.32's ``FSDPConfig`` (FSDP1), ``_device_mesh`` aside (checked against Composer by
+#: ``tests/catalog/test_train_config.py``).
+FSDP1_KEYS = frozenset(
+    (
+        "activation_checkpointing", "activation_checkpointing_reentrant", "activation_cpu_offload", "auto_wrap",
+        "te_checkpoint_wrapper", "te_shard_fp8_weight", "backward_prefetch", "backward_prefetch_limit", "cpu_offload",
+        "data_parallel_shard_degree", "data_parallel_replicate_degree", "forward_prefetch", "forward_prefetch_limit",
+        "ignored_modules", "keep_low_precision_grads", "limit_all_gathers", "load_monolith_rank0_only",
+        "load_planner", "mixed_precision", "process_group", "save_planner", "sharded_ckpt_prefix_dir",
+        "sharding_strategy", "state_dict_type", "sync_module_states", "use_orig_params", "verbose",
+    )
+)  # fmt: skip
 
 #: The keys Composer 0.32's FSDP2 takes (``FSDP2Config.settable_attrs()``; checked against Composer by
 #: ``tests/catalog/test_fsdp_checks.py``). ``from_compatible_attrs`` drops every other ``fsdp_config`` key.
@@ -60,6 +84,13 @@ BOOL_KEYS = (
 STATE_DICT_TYPES = ("full", "sharded")
 #: ``mixed_precision`` as a string (``get_mixed_precision`` upper-cases it), else a mapping of dtypes
 MIXED_PRECISIONS = ("DEFAULT", "PURE", "FULL")
+#: FSDP1 values Composer looks up after ``.upper()`` (``SHARDING_MAP``, ``BACKWARD_PREFETCH_MAP`` in
+#: ``composer/distributed/mosaic_parallelism.py``; ``get_mixed_precision`` for a string ``mixed_precision``).
+FSDP1_VALUES: dict[str, tuple[str, ...]] = {
+    "sharding_strategy": ("FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD", "_HYBRID_SHARD_ZERO2"),
+    "backward_prefetch": ("BACKWARD_POST", "BACKWARD_PRE", "NONE"),
+    "mixed_precision": MIXED_PRECISIONS,
+}
 
 # What FSDP2 does instead, for the FSDP1 keys a YAML written for FSDP1 most often holds (Composer's FSDP2Config and
 # composer/distributed/fsdp2.py)
@@ -80,9 +111,10 @@ _FORMAT = re.compile(r"\{(\w*)\}")
 def check_fsdp(cfg: Mapping[str, Any], *, world_size: int, fsdp_version: str | None = None) -> list[Problem]:
     """The problems of ``cfg``'s ``fsdp_config`` and of the checkpoint it will load on ``world_size`` ranks.
 
-    ``fsdp_config`` must be a mapping; under FSDP2 a key it drops is refused; under both, a value Composer would act on
-    otherwise than written (a ``state_dict_type`` other than ``full``/``sharded``, a bool given as another type,
-    FSDP2's ``mixed_precision`` and ``reshard_after_forward``).
+    ``fsdp_config`` must be a mapping; under FSDP1 a key ``FSDPConfig`` does not have and a ``sharding_strategy``,
+    ``backward_prefetch`` or string ``mixed_precision`` its tables do not have are refused, under FSDP2 a key it drops;
+    under both, a value Composer would act on otherwise than written (a ``state_dict_type`` other than
+    ``full``/``sharded``, a bool given as another type, FSDP2's ``mixed_precision`` and ``reshard_after_forward``).
 
     Args:
         cfg (Mapping): The resolved train config.
@@ -101,7 +133,7 @@ def check_fsdp(cfg: Mapping[str, Any], *, world_size: int, fsdp_version: str | N
                 "{state_dict_type: sharded}",
             )
         ]
-    problems = _fsdp2_dropped_keys(fsdp) if fsdp is not None and version == "2" else []
+    problems = [] if fsdp is None else _fsdp2_dropped_keys(fsdp) if version == "2" else _fsdp1_problems(fsdp)
     problems += _value_problems(fsdp, version) if fsdp is not None else []
     found = _checkpoint_to_load(cfg, world_size)
     if found is not None:
@@ -128,6 +160,33 @@ def _fsdp2_dropped_keys(fsdp: Mapping[str, Any]) -> list[Problem]:
     return problems
 
 
+def _fsdp1_problems(fsdp: Mapping[str, Any]) -> list[Problem]:
+    problems = []
+    keys = sorted(FSDP1_KEYS)
+    for key in fsdp:
+        if key not in FSDP1_KEYS:
+            problems.append(
+                Problem(
+                    f"fsdp_config.{key}",
+                    f"unknown key{did_you_mean(str(key), keys)}: Composer's FSDPConfig keeps it without using it",
+                )
+            )
+    for key, values in FSDP1_VALUES.items():
+        value = fsdp.get(key)
+        if value is None or (key == "mixed_precision" and isinstance(value, Mapping)):
+            continue
+        if not isinstance(value, str) or value.upper() not in values:
+            shown = "a mapping of dtypes, or " if key == "mixed_precision" else ""
+            problems.append(
+                Problem(
+                    f"fsdp_config.{key}",
+                    f"{one_line(repr(value))[:200]} is not allowed{did_you_mean(str(value).upper(), values)}; "
+                    f"expected {shown}one of {', '.join(values)}",
+                )
+            )
+    return problems
+
+
 def _value_problems(fsdp: Mapping[str, Any], version: str) -> list[Problem]:
     """Values Composer would take without a word and act on otherwise than written (issue 46: found by fuzzing)."""
     problems = []
@@ -141,7 +200,7 @@ def _value_problems(fsdp: Mapping[str, Any], version: str) -> list[Problem]:
     value = fsdp.get("state_dict_type")
     if "state_dict_type" in fsdp and value not in STATE_DICT_TYPES:
         bad("state_dict_type", f"allowed: {' or '.join(STATE_DICT_TYPES)} (anything else saves full checkpoints)")
-    if version == "2":  # FSDP1's values are checked by validate with its keys (catalog.train_config)
+    if version == "2":  # FSDP1's enumerated values: _fsdp1_problems
         value = fsdp.get("reshard_after_forward")
         if "reshard_after_forward" in fsdp and (not isinstance(value, int) or (type(value) is int and value < 1)):
             bad("reshard_after_forward", "allowed: true, false, or a whole number of ranks >= 1 to reshard to")

@@ -12,8 +12,8 @@ builds the tokenizer, the model or the data. It checks:
   callback listed without the plateau scheduler;
 * a ``reduce_lr_on_plateau`` monitor: its evaluator label against the eval loaders, its metric against what the
   configured llm-foundry model family reports;
-* ``fsdp_config`` under FSDP2 and the checkpoint the run will load against the run's FSDP and world size
-  (:mod:`foundry_ext.catalog.fsdp`).
+* ``fsdp_config`` (FSDP1's keys and values, or FSDP2's) and the checkpoint the run will load against the run's
+  FSDP and world size (:mod:`foundry_ext.catalog.fsdp`).
 
 Nothing here imports torch or Composer. It never rejects what it does not know (other plugins' schedulers and
 callbacks, models of other families): those are left to llm-foundry.

@@ -1,6 +1,6 @@
 """The rest of a train YAML, as llm-foundry 0.22's ``train.py`` and Composer 0.32's ``Trainer`` read it.
 
-:mod:`foundry_ext.catalog.preflight` checks the schedule, the callbacks and FSDP2; this module checks what a typo
+:mod:`foundry_ext.catalog.preflight` checks the schedule, the callbacks and FSDP; this module checks what a typo
 elsewhere does to a run, from the YAML alone (nothing is built, nothing heavy imported):
 
 * top-level keys against llm-foundry's ``TrainConfig`` (``llmfoundry/utils/config_utils.py``,
@@ -9,15 +9,14 @@ elsewhere does to a run, from the YAML alone (nothing is built, nothing heavy im
   with OmegaConf's ``MissingMandatoryValue``;
 * ``model`` keys of ``mpt_causal_lm``: llm-foundry passes them to ``MPTConfig(**kwargs)``, a Hugging Face config that
   keeps any unknown key as an attribute it never reads: ``d_modle: 768`` trains the default 2048-wide model, silently;
-* ``fsdp_config`` under FSDP1 (Composer's default): ``FSDPConfig.__init__`` sets any key as an attribute, so a
-  misspelt key is silently unused, and a misspelt ``sharding_strategy`` / ``backward_prefetch`` fails as a
-  ``KeyError`` once the model is built (``SHARDING_MAP[...]``, ``composer/distributed/dist_strategy.py``);
 * ``autoresume: true`` needs a ``run_name`` (Composer raises after the model is built; llm-foundry reads a blank one
   as none) and a ``save_folder``;
 * ``max_duration`` without a unit: Composer reads an integer as epochs (a warning: it trains, maybe far longer).
 
-The tables are copies of the installed stack's; ``tests/catalog/test_train_config.py`` checks each against the real
-classes, so an upgrade that changes one fails there first.
+``fsdp_config`` (FSDP1's keys and values as well as FSDP2's) is :mod:`foundry_ext.catalog.fsdp`'s, which the
+pre-flight transform runs in training too. The tables are copies of the installed stack's;
+``tests/catalog/test_train_config.py`` checks each against the real classes, so an upgrade that changes one fails
+there first.
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ from typing import Any
 
 from foundry_ext.config.errors import Problem, did_you_mean
 
-__all__ = ["FSDP1_KEYS", "MPT_MODEL_KEYS", "REQUIRED_KEYS", "TRAIN_KEYS", "TRANSFORM_KEYS", "check_train_keys"]
+__all__ = ["MPT_MODEL_KEYS", "REQUIRED_KEYS", "TRAIN_KEYS", "TRANSFORM_KEYS", "check_train_keys"]
 
 #: ``llmfoundry.utils.config_utils.TRAIN_CONFIG_KEYS`` (the fields of ``TrainConfig``), llm-foundry 0.22.
 TRAIN_KEYS = frozenset(
@@ -83,26 +82,6 @@ MPT_MODEL_KEYS = frozenset(
     )
 )  # fmt: skip
 
-#: The fields of Composer 0.32's ``FSDPConfig`` (FSDP1), ``_device_mesh`` aside.
-FSDP1_KEYS = frozenset(
-    (
-        "activation_checkpointing", "activation_checkpointing_reentrant", "activation_cpu_offload", "auto_wrap",
-        "te_checkpoint_wrapper", "te_shard_fp8_weight", "backward_prefetch", "backward_prefetch_limit", "cpu_offload",
-        "data_parallel_shard_degree", "data_parallel_replicate_degree", "forward_prefetch", "forward_prefetch_limit",
-        "ignored_modules", "keep_low_precision_grads", "limit_all_gathers", "load_monolith_rank0_only",
-        "load_planner", "mixed_precision", "process_group", "save_planner", "sharded_ckpt_prefix_dir",
-        "sharding_strategy", "state_dict_type", "sync_module_states", "use_orig_params", "verbose",
-    )
-)  # fmt: skip
-
-#: FSDP1 values Composer looks up after ``.upper()`` (``SHARDING_MAP``, ``BACKWARD_PREFETCH_MAP`` in
-#: ``composer/distributed/mosaic_parallelism.py``; ``get_mixed_precision`` for a string ``mixed_precision``).
-FSDP1_VALUES: dict[str, tuple[str, ...]] = {
-    "sharding_strategy": ("FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD", "_HYBRID_SHARD_ZERO2"),
-    "backward_prefetch": ("BACKWARD_POST", "BACKWARD_PRE", "NONE"),
-    "mixed_precision": ("DEFAULT", "PURE", "FULL"),
-}
-
 
 def check_train_keys(
     cfg: Mapping[str, Any], *, fsdp_version: str | None = None, environ: Mapping[str, str] | None = None
@@ -145,10 +124,9 @@ def check_train_keys(
                         "run would silently train without it",
                     )
                 )
-    fsdp = cfg.get("fsdp_config")
-    if isinstance(fsdp, Mapping) and version != "2":  # FSDP2's keys: foundry_ext.catalog.fsdp
+    if isinstance(cfg.get("fsdp_config"), Mapping) and version != "2":
+        # checked by catalog.fsdp.check_fsdp, which validate and the pre-flight transform both run
         checked.append("fsdp_config (FSDP1: Composer's FSDPConfig)")
-        errors += _fsdp1_problems(fsdp)
     errors += _autoresume_problems(cfg, env)
     duration = cfg.get("max_duration")
     if isinstance(duration, int) and not isinstance(duration, bool):
@@ -160,33 +138,6 @@ def check_train_keys(
             )
         )
     return errors, warnings, checked
-
-
-def _fsdp1_problems(fsdp: Mapping[str, Any]) -> list[Problem]:
-    problems = []
-    keys = sorted(FSDP1_KEYS)
-    for key in fsdp:
-        if key not in FSDP1_KEYS:
-            problems.append(
-                Problem(
-                    f"fsdp_config.{key}",
-                    f"unknown key{did_you_mean(str(key), keys)}: Composer's FSDPConfig keeps it without using it",
-                )
-            )
-    for key, values in FSDP1_VALUES.items():
-        value = fsdp.get(key)
-        if value is None or (key == "mixed_precision" and isinstance(value, Mapping)):
-            continue
-        if not isinstance(value, str) or value.upper() not in values:
-            shown = "a mapping of dtypes, or " if key == "mixed_precision" else ""
-            problems.append(
-                Problem(
-                    f"fsdp_config.{key}",
-                    f"{value!r} is not allowed{did_you_mean(str(value).upper(), values)}; expected {shown}one of "
-                    f"{', '.join(values)}",
-                )
-            )
-    return problems
 
 
 def _autoresume_problems(cfg: Mapping[str, Any], env: Mapping[str, str]) -> list[Problem]:

@@ -459,6 +459,18 @@ HAND_BAD: dict[str, tuple[dict[str, Any], str, str]] = {
         "load_path",
         "this run has 1 rank, where llm-foundry drops fsdp_config",
     ),
+    # FSDP1 (FSDP_VERSION unset: Composer's default, on CUDA): a misspelt value is a KeyError once the model is built,
+    # a misspelt key is kept unused; validate found both, training did not before this round
+    "fsdp1-sharding_strategy-misspelt": (
+        {"fsdp_config": {"sharding_strategy": "FULL_SHRAD"}},
+        "fsdp_config.sharding_strategy",
+        "'FULL_SHRAD' is not allowed (did you mean 'FULL_SHARD'?); expected one of FULL_SHARD, SHARD_GRAD_OP",
+    ),
+    "fsdp1-unknown-key": (
+        {"fsdp_config": {"sharding_stratgy": "FULL_SHARD"}},
+        "fsdp_config.sharding_stratgy",
+        "unknown key (did you mean 'sharding_strategy'?): Composer's FSDPConfig keeps it without using it",
+    ),
 }
 
 # Issue 42, what needs FSDP2 on 2 ranks: checked with FSDP_VERSION=2 and `validate --world-size 2`, and through

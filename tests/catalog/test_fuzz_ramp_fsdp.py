@@ -28,8 +28,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from foundry_ext.catalog.fsdp import BOOL_KEYS, FSDP2_KEYS
-from foundry_ext.catalog.train_config import FSDP1_KEYS
+from foundry_ext.catalog.fsdp import BOOL_KEYS, FSDP1_KEYS, FSDP2_KEYS
 from tests.catalog.fuzzing import check_promise, long_timeout, profile, report, stage, time_is_up
 from tests.support.launcher import REPO
 

@@ -11,7 +11,8 @@ import inspect
 
 import pytest
 
-from foundry_ext.catalog.train_config import FSDP1_KEYS, FSDP1_VALUES, MPT_MODEL_KEYS, TRAIN_KEYS
+from foundry_ext.catalog.fsdp import FSDP1_KEYS, FSDP1_VALUES
+from foundry_ext.catalog.train_config import MPT_MODEL_KEYS, TRAIN_KEYS
 from foundry_ext.cli import main
 from tests.support.launcher import REPO
 
