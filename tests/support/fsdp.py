@@ -8,8 +8,9 @@ with ``callbacks.checkpoint_guard``, every LR and eval metric of each rank logge
 (:mod:`tests.support.jsonl_logger`; read them with :func:`tests.support.multirank.read_metrics`), and the fault hooks
 loaded (:mod:`tests.support.fault_hooks`: idle unless a ``FAULT_*`` variable is set). One command for every sharded
 test: the exact resumes, the world-size changes and refusals (test_fsdp_resume.py), the kill chain
-(test_checkpoint_guard_sharded.py), the finished relaunch (test_finished_relaunch.py) and the sharded average
-(tests/average/test_average_sharded.py) all compare with this one run, trained once: one 2-rank launch per suite.
+(test_checkpoint_guard_sharded.py), the finished relaunch (test_finished_relaunch.py), the sharded average
+(tests/average/test_average_sharded.py) and the anneal branch's stable run (tests/anneal/test_anneal_fsdp.py) all
+compare with this one run, trained once: one 2-rank launch per suite.
 
 Use it from any test module::
 
