@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from foundry_ext.checkpoint.layout import local_kind, sharded_folder_problem
-from foundry_ext.config.errors import Problem, did_you_mean
+from foundry_ext.config.errors import Problem, did_you_mean, unknown_keys
 from foundry_ext.text import one_line
 
 __all__ = [
@@ -161,16 +161,7 @@ def _fsdp2_dropped_keys(fsdp: Mapping[str, Any]) -> list[Problem]:
 
 
 def _fsdp1_problems(fsdp: Mapping[str, Any]) -> list[Problem]:
-    problems = []
-    keys = sorted(FSDP1_KEYS)
-    for key in fsdp:
-        if key not in FSDP1_KEYS:
-            problems.append(
-                Problem(
-                    f"fsdp_config.{key}",
-                    f"unknown key{did_you_mean(str(key), keys)}: Composer's FSDPConfig keeps it without using it",
-                )
-            )
+    problems = unknown_keys(fsdp, FSDP1_KEYS, "fsdp_config", ": Composer's FSDPConfig keeps it without using it")
     for key, values in FSDP1_VALUES.items():
         value = fsdp.get(key)
         if value is None or (key == "mixed_precision" and isinstance(value, Mapping)):

@@ -25,7 +25,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from foundry_ext.config.errors import Problem, did_you_mean
+from foundry_ext.config.errors import Problem, unknown_keys
 
 __all__ = ["MPT_MODEL_KEYS", "REQUIRED_KEYS", "TRAIN_KEYS", "TRANSFORM_KEYS", "check_train_keys"]
 
@@ -98,32 +98,20 @@ def check_train_keys(
     errors: list[Problem] = []
     warnings: list[Problem] = []
     checked = [f"the top-level keys against llm-foundry's TrainConfig ({len(TRAIN_KEYS)} keys)"]
-    allowed = sorted(TRAIN_KEYS)
-    for key in cfg:
-        if key not in TRAIN_KEYS and key not in TRANSFORM_KEYS:
-            errors.append(
-                Problem(
-                    str(key),
-                    f"unknown key{did_you_mean(str(key), allowed)}: llm-foundry's train.py stops on it "
-                    "('Unused parameters'); put your own values under variables:",
-                )
-            )
+    errors += unknown_keys(
+        cfg,
+        TRAIN_KEYS | TRANSFORM_KEYS,
+        "",
+        ": llm-foundry's train.py stops on it ('Unused parameters'); put your own values under variables:",
+    )
     for key in REQUIRED_KEYS:
         if cfg.get(key) is None:
             errors.append(Problem(key, "missing; llm-foundry's train.py requires it"))
     model = cfg.get("model")
     if isinstance(model, Mapping) and model.get("name") == "mpt_causal_lm":
         checked.append("model keys (mpt_causal_lm: MPTConfig)")
-        keys = sorted(MPT_MODEL_KEYS)
-        for key in model:
-            if key not in MPT_MODEL_KEYS:
-                errors.append(
-                    Problem(
-                        f"model.{key}",
-                        f"unknown key{did_you_mean(str(key), keys)}: MPTConfig keeps it without using it, so the "
-                        "run would silently train without it",
-                    )
-                )
+        silently = ": MPTConfig keeps it without using it, so the run would silently train without it"
+        errors += unknown_keys(model, MPT_MODEL_KEYS, "model", silently)
     if isinstance(cfg.get("fsdp_config"), Mapping) and version != "2":
         # checked by catalog.fsdp.check_fsdp, which validate and the pre-flight transform both run
         checked.append("fsdp_config (FSDP1: Composer's FSDPConfig)")

@@ -14,7 +14,7 @@ import difflib
 import os
 import sys
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NoReturn
 
@@ -30,6 +30,7 @@ __all__ = [
     "let_rank_zero_exit_first",
     "not_a_scheduler",
     "stop_run",
+    "unknown_keys",
     "yaml_path",
 ]
 
@@ -90,6 +91,20 @@ def did_you_mean(word: str, options: Sequence[str]) -> str:
     same = [o for o in options if o.lower() == word.lower()]
     close = same or difflib.get_close_matches(word, list(options), n=1, cutoff=0.6)
     return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def unknown_keys(block: Mapping[str, object], allowed: Collection[str], path: str, why: str) -> list[Problem]:
+    """One problem per key of ``block`` not in ``allowed``: ``<path>.<key>: unknown key (did you mean 'x'?)<why>``.
+
+    ``path`` is the block's YAML path (``""`` at the top level); ``why`` follows the suggestion and says what the stack
+    does with such a key (``": MPTConfig keeps it without using it"``).
+    """
+    options = sorted(allowed)
+    return [
+        Problem(f"{path}.{key}" if path else str(key), f"unknown key{did_you_mean(str(key), options)}{why}")
+        for key in block
+        if key not in allowed
+    ]
 
 
 # Short names people type for a scheduler (the README says "WSD"); each maps to a registered name.
