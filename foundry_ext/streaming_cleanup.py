@@ -1,4 +1,4 @@
-"""End what mosaicml-streaming leaves behind when a run in this process is over: threads and open shared memory.
+"""End what mosaicml-streaming leaves behind when a run in this process is over: threads, shared memory, lock files.
 
 A run that stops before the end of an epoch (the LR range test's ramp, a benchmark's short run, a ``max_duration``
 shorter than an epoch) leaves each of its ``StreamingDataset`` iterators mid-epoch: their download and ready threads
@@ -7,8 +7,11 @@ opens for cleanup with ``atexit``, which keeps it open until the process exits, 
 blocks, plus the blocks of every prefix in use that ``get_shm_prefix`` opens to compare local folders when a
 dataset starts (12 to 20 open files for a run with an eval set, more when ``/dev/shm`` holds stale prefixes). Under
 the ``composer`` launcher the process ends there; a process that trains again (a notebook, a test session, a
-benchmark) would collect the threads and the files run after run, until ``Too many open files``.
-:func:`streaming_cleanup` ends them for the runs started inside it, whether they finished or raised.
+benchmark) would collect the threads and the files run after run, until ``Too many open files``. And each
+dataset's two lock files (``<tempfile.gettempdir()>/000007_barrier_filelock``, ``..._cache_filelock``) stay in the
+temporary folder for good: streaming never removes them, and its scan for a free prefix skips every prefix whose lock
+files exist, so a machine's ``/tmp`` collects them run after run (7,800 here) and every later dataset scans past them.
+:func:`streaming_cleanup` ends all three for the runs started inside it, whether they finished or raised.
 
 What it leaves: Composer registers each Engine's close with ``atexit`` too, holding the run's State (model,
 optimizer, dataloaders) in memory until the process exits; that registration cannot be removed for one Trainer
@@ -20,6 +23,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import gc
+import os
 import weakref
 from collections.abc import Iterator
 
@@ -28,7 +32,7 @@ __all__ = ["streaming_cleanup"]
 
 @contextlib.contextmanager
 def streaming_cleanup() -> Iterator[None]:
-    """Run the block; then end the threads of its StreamingDatasets and close the shared memory it opened.
+    """Run the block; then end its StreamingDatasets' threads, close their shared memory, remove their lock files.
 
     On leaving, normally or by an exception, every ``StreamingDataset`` created inside has its threads ended, and
     every streaming shared-memory block opened inside is closed (unlinked when this process created it). The
@@ -36,7 +40,8 @@ def streaming_cleanup() -> Iterator[None]:
     ``close()``). ``_iterator.exit()`` and ``_executor`` are ``StreamingDataset``'s own (``exit()`` is what it calls
     itself when a new epoch starts before the last one ended); a block's ``cleanup`` is what its ``atexit`` entry
     would run at exit, and that entry is dropped. Another rank's process keeps its own mapping of a block this rank
-    unlinks.
+    unlinks. The lock files are removed by the local leader, which registered the prefix; a rank still running locks
+    a file of that name anew (``filelock`` creates it), so removing one early costs nothing but a file left behind.
     """
     try:
         from streaming import StreamingDataset
@@ -69,3 +74,12 @@ def streaming_cleanup() -> Iterator[None]:
             with contextlib.suppress(BufferError, OSError):
                 shm.cleanup()
                 atexit.unregister(shm.cleanup)
+        for dataset in (obj for obj in new if isinstance(obj, StreamingDataset)):
+            world = getattr(dataset, "_unique_rank_world", None)
+            if world is None or not world.is_local_leader:
+                continue
+            barrier = getattr(dataset, "_shared_barrier", None)
+            for path in (getattr(barrier, "filelock_path", None), getattr(dataset, "_cache_filelock_path", None)):
+                if path:
+                    with contextlib.suppress(OSError):
+                        os.remove(path)

@@ -59,13 +59,20 @@ def test_tokenizer_loads_offline_with_auto_tokenizer(demo_data: Path) -> None:
     assert built.eos_token_id == tokenizer.eos_token_id and built.model_max_length == SEQ_LEN
 
 
-def test_llm_foundry_text_dataloader_reads_the_shards(demo_data: Path) -> None:
+def test_llm_foundry_text_dataloader_reads_the_shards(
+    demo_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tempfile
+
     from llmfoundry import registry
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(demo_data / "tokenizer"), local_files_only=True)
     build_text_dataloader = registry.dataloaders.get("text")
-    with streaming_cleanup():  # this session trains again: the dataset's threads and /dev/shm files end here
+    locks = tmp_path / "tmp"  # where streaming puts its lock files: tempfile.gettempdir()
+    locks.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(locks))
+    with streaming_cleanup():  # this session trains again: the dataset's threads, /dev/shm and lock files end here
         spec = build_text_dataloader(
             tokenizer=tokenizer,
             device_batch_size=4,
@@ -84,6 +91,8 @@ def test_llm_foundry_text_dataloader_reads_the_shards(demo_data: Path) -> None:
         assert (batch["labels"] == ids).all()  # packed rows, no padding: every token is a target
         assert (ids == tokenizer.eos_token_id).any()  # documents are separated by EOS
         assert "where does the" in tokenizer.decode(ids[0])
+        assert sorted(p.name.split("_", 1)[1] for p in locks.iterdir()) == ["barrier_filelock", "cache_filelock"]
+    assert list(locks.iterdir()) == []  # streaming itself leaves them for good
 
 
 def test_previous_output_is_reused_and_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
