@@ -12,7 +12,7 @@ from foundry_ext.catalog.callbacks import UNCHECKED_SUFFIXES
 from foundry_ext.catalog.findings import Findings
 from foundry_ext.catalog.registry import CALLBACK_MODELS, FOUNDRY_CALLBACKS, foreign_callback_names
 from foundry_ext.config.base import build
-from foundry_ext.config.errors import ConfigError, Problem, did_you_mean
+from foundry_ext.config.errors import ConfigError, Problem, did_you_mean, unknown_keys
 
 __all__ = ["check_callbacks", "check_checkpoint_guard"]
 
@@ -58,12 +58,8 @@ def check_callbacks(block: Any, scheduler_name: Any, found: Findings) -> None:
                 continue  # takes **kwargs
             required, optional = keys
             allowed = [*required, *optional]
-            for key in kwargs:
-                if key not in allowed:
-                    shown = f"allowed keys: {', '.join(allowed)}" if allowed else "takes no keys"
-                    found.errors.append(
-                        Problem(f"{path}.{key}", f"unknown key{did_you_mean(str(key), allowed)}; {shown}")
-                    )
+            shown = f"allowed keys: {', '.join(allowed)}" if allowed else "takes no keys"
+            found.errors += unknown_keys(kwargs, allowed, path, f"; {shown}")
             for key in required:
                 if key not in kwargs:
                     found.errors.append(Problem(f"{path}.{key}", f"is required by llm-foundry's {name} callback"))
