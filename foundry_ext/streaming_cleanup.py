@@ -69,17 +69,15 @@ def streaming_cleanup() -> Iterator[None]:
             executor = getattr(dataset, "_executor", None)
             if executor is not None:
                 executor.shutdown(wait=True)
+            world = getattr(dataset, "_unique_rank_world", None)
+            if world is not None and world.is_local_leader:  # its lock files: no thread of this process locks them now
+                barrier = getattr(dataset, "_shared_barrier", None)
+                for path in (getattr(barrier, "filelock_path", None), getattr(dataset, "_cache_filelock_path", None)):
+                    if path:
+                        with contextlib.suppress(OSError):
+                            os.remove(path)
         for shm in (obj for obj in new if isinstance(obj, SharedMemory)):
             # BufferError: a numpy view of the block is still alive; streaming's atexit closes it then, as before
             with contextlib.suppress(BufferError, OSError):
                 shm.cleanup()
                 atexit.unregister(shm.cleanup)
-        for dataset in (obj for obj in new if isinstance(obj, StreamingDataset)):
-            world = getattr(dataset, "_unique_rank_world", None)
-            if world is None or not world.is_local_leader:
-                continue
-            barrier = getattr(dataset, "_shared_barrier", None)
-            for path in (getattr(barrier, "filelock_path", None), getattr(dataset, "_cache_filelock_path", None)):
-                if path:
-                    with contextlib.suppress(OSError):
-                        os.remove(path)
