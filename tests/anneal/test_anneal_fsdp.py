@@ -10,8 +10,9 @@ fixed seed):
   0.1, batches 8 to 11), trained on 2 ranks;
 * the planned run: a ``warmup_stable_decay`` run with ``t_decay: 4ba``, trained on its own from batch 0.
 
-The branch's LRs and eval losses equal the planned run's bitwise; the source folder is kept in the branch's folder
-(hard links) and the stable run's folder is byte for byte what it was. docs/anneal.md, "Sharded checkpoints (FSDP)".
+The branch's LRs and its eval loss at batch 12 equal the planned run's bitwise; the source folder is kept in the
+branch's folder (hard links) and the stable run's folder is byte for byte what it was. docs/anneal.md, "Sharded
+checkpoints (FSDP)".
 """
 
 from __future__ import annotations
