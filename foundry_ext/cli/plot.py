@@ -96,14 +96,21 @@ def _plot_ramp(args: argparse.Namespace, cfg: dict, start: float) -> int:
     """A run whose batch grows: the LR of every step as the Trainer applies it (:mod:`..preview.batch_size`)."""
     from foundry_ext.config.errors import ConfigError
     from foundry_ext.config.train_yaml import error_message
-    from foundry_ext.preview.batch_size import ramp_steps, stage_lines
-    from foundry_ext.preview.chart import text_chart
+    from foundry_ext.preview.batch_size import is_plateau, ramp_steps, replay_plateau, stage_lines
+    from foundry_ext.preview.chart import plateau_lines, text_chart
     from foundry_ext.preview.figure import render_png
 
-    if args.metrics or args.law or args.at:
-        raise UsageError("--metrics, --law and --at are not available for a config with a batch_size_schedule")
+    if args.law or args.at:
+        raise UsageError("--law and --at are not available for a config with a batch_size_schedule")
+    name = cfg["scheduler"].get("name") if isinstance(cfg.get("scheduler"), dict) else None
+    if args.metrics and not is_plateau(cfg):
+        raise UsageError(f"--metrics: only for scheduler.name: reduce_lr_on_plateau, not {name!r}")
     try:
-        plan, steps = ramp_steps(cfg)
+        plan, time_steps = ramp_steps(cfg)
+        steps, replay = time_steps, None
+        if is_plateau(cfg):  # the time part; with --metrics, the cuts a past run's evaluations make
+            rows = read_metrics(args.metrics, cfg["scheduler"].get("monitor")) if args.metrics else None
+            steps, replay = replay_plateau(cfg, time_steps, rows)
     except ConfigError as e:
         raise UsageError.of_config(e) from None
     xs, lrs = [s.batch for s in steps], [s.lr for s in steps]
@@ -124,10 +131,16 @@ def _plot_ramp(args: argparse.Namespace, cfg: dict, start: float) -> int:
         except OSError as e:
             raise UsageError(f"--csv {args.csv}: cannot write: {error_message(e)}") from None
         print(f"wrote {args.csv} ({len(steps)} rows)")
+    if replay is not None:
+        print(*plateau_lines(replay.monitor, replay.rule, replay.metrics, replay.cuts, replay.base_lr, replay.skipped,
+                             replay.ignored, lambda batch: steps[batch].factor), sep="\n")  # fmt: skip
     sizes = " -> ".join(map(str, plan.sizes))
+    cuts = replay.cuts if replay is not None else []
     try:
         size = render_png(
-            args.out, xs, lrs, None, [], [], None, "metric", f"{cfg['scheduler'].get('name')} with batch-size warmup",
+            args.out, xs, lrs, [s.lr for s in time_steps] if cuts else None, [], cuts,
+            replay.metrics if replay is not None else None, replay.monitor if replay is not None else "metric",
+            f"{name} with batch-size warmup",
             f"global batch {sizes} samples, lr_scaling {plan.lr_scaling}, max_duration={cfg.get('max_duration')}",
             None, "learning rate (per optimizer step)",
         )  # fmt: skip

@@ -185,17 +185,8 @@ def _ramp(cfg: dict[str, Any], args: argparse.Namespace, model: Any) -> list[str
     ``model``: the scheduler block's model (None for a class this package does not model).
     """
     from foundry_ext.config.errors import ConfigError
-    from foundry_ext.preview.batch_size import decided_at_run_time, ramp_steps, stage_lines
+    from foundry_ext.preview.batch_size import is_plateau, ramp_steps, stage_lines
 
-    name = decided_at_run_time(cfg)
-    if name is not None:
-        # the plateau: it trains with a ramp (tests/batch_size/test_ramp_schedulers.py), but its cuts depend on the
-        # run's evaluations; the ramp's own keys were checked with the callbacks
-        print(
-            f"ramp: steps not previewed: scheduler {name!r} cuts the LR when the evaluations decide; training "
-            "multiplies its LR by each stage's lr_scaling factor"
-        )
-        return []
     try:
         plan, steps = ramp_steps(cfg, args.world_size)
     except ConfigError as e:
@@ -209,6 +200,11 @@ def _ramp(cfg: dict[str, Any], args: argparse.Namespace, model: Any) -> list[str
             return [str(problem)]
     for line in stage_lines(plan, steps, cfg):
         print(f"ramp: {line}")
+    if is_plateau(cfg):
+        print(
+            "ramp: reduce_lr_on_plateau: the LR shown is the time part (base x warmup) times each stage's factor, "
+            "the run's until its first cut; `foundry-ext plot --metrics` replays a past run's cuts"
+        )
     if args.steps:
         print("batch,token,sample,global_batch,stage,lr_factor,lr")
         for st in steps:

@@ -14,13 +14,18 @@ timestamp, for Composer's by name. ``torch_lr_scheduler`` is stepped once per ba
 multiplier is torch's LR after ``k - 1`` steps (batch 0: after 0), ``m(T_{k-1}) = torch(max(k - 1, 0))``, computed by
 the engine the Trainer runs (:class:`~foundry_ext.preview.schedule.TorchPreview` on the ramp's ``N`` batches, so that
 ``OneCycleLR.total_steps`` is checked against them): the stage factor multiplies it and never enters torch's
-arithmetic (``lr_k = lr * (torch(max(k - 1, 0)) * f(B_k))``). ``reduce_lr_on_plateau`` is not previewed with a ramp:
-its cuts are decided by the evaluations (:func:`decided_at_run_time`).
+arithmetic (``lr_k = lr * (torch(max(k - 1, 0)) * f(B_k))``). ``reduce_lr_on_plateau``'s multiplier is its time part
+(``base(T_{k-1}) * min(1, T_{k-1} / t_warmup)``, each in its own unit at the ramp's timestamp) until a cut; its cuts
+are decided by the evaluations, and :func:`replay_plateau` replays a past run's (the rule the callback applies, an
+evaluation in the warmup not counted), each scaling the multiplier from the evaluation's batch on: ``m * s``, then
+``lr * ((m * s) * f)``, the order of the callback's lambda and the ramp's wrapper.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import bisect
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,10 +35,20 @@ from foundry_ext.config.base import build
 from foundry_ext.config.durations import Duration, timestamp_of_batch
 from foundry_ext.config.errors import ConfigError, Problem
 from foundry_ext.config.train_yaml import RunClock, max_duration, optimizer_lr
+from foundry_ext.preview.schedule import PlateauCut, simulate_plateau
 from foundry_ext.schedules.base import run_check
 from foundry_ext.schedules.batch_size import BatchPlan, in_ramp_batches
+from foundry_ext.schedules.plateau_rule import PlateauRule
 
-__all__ = ["MAX_PREVIEW_STEPS", "RampStep", "decided_at_run_time", "ramp_steps", "stage_lines"]
+__all__ = [
+    "MAX_PREVIEW_STEPS",
+    "PlateauReplay",
+    "RampStep",
+    "is_plateau",
+    "ramp_steps",
+    "replay_plateau",
+    "stage_lines",
+]
 
 #: The most steps a ramp's preview computes (each step two records: 2,000,000 took 4 s of CPU and 413 MB to list, before
 #: their LRs; the fuzzers' bound is 10 CPU s and 2 GB per command: tests/catalog/test_fuzz_ramp_fsdp.py)
@@ -54,42 +69,61 @@ class RampStep:
     lr: float
 
 
-def decided_at_run_time(cfg: Mapping[str, Any]) -> str | None:
-    """The ``scheduler.name`` of ``cfg`` if a ramp's preview cannot show its steps, else ``None``.
+@dataclass(frozen=True)
+class PlateauReplay:
+    """``reduce_lr_on_plateau``'s cuts replayed on a ramp's steps (:func:`replay_plateau`)."""
 
-    ``reduce_lr_on_plateau``: its cuts are decided by the run's evaluations. (``torch_lr_scheduler``, also stepped at
-    run time, is a function of the step count: previewed.)
-    """
-    name = (cfg.get("scheduler") or {}).get("name")
+    monitor: str
+    rule: PlateauRule
+    base_lr: float  #: ``optimizer.lr`` (1 when the YAML has none: the multiplier)
+    metrics: list[tuple[int, float]] | None  #: the evaluations before the end of the run (None: none replayed)
+    cuts: list[PlateauCut]
+    skipped: int  #: evaluations in the warmup (not counted, as in training)
+    ignored: int  #: rows at or after the end of the run
+
+
+def is_plateau(cfg: Mapping[str, Any]) -> bool:
+    """Whether ``cfg``'s scheduler is ``reduce_lr_on_plateau`` (its cuts come from the evaluations)."""
+    block = cfg.get("scheduler")
+    name = block.get("name") if isinstance(block, Mapping) else None
     model_cls = SCHEDULE_MODELS.get(name) if isinstance(name, str) else None
-    return name if model_cls is not None and model_cls.kind == "plateau" else None
+    return model_cls is not None and model_cls.kind == "plateau"
+
+
+def _formula(cfg: Mapping[str, Any], md: Duration) -> tuple[Any, Callable[[int, int, int], int], dict[str, int]]:
+    """This package's formula schedule of ``cfg``: its model, ``(batch, sample, token) -> now``, its durations.
+
+    ``now`` picks the timestamp's count in the unit the durations were resolved in.
+    """
+    block = dict(cfg["scheduler"])
+    model = build(SCHEDULE_MODELS[block.pop("name")], block)
+    check = run_check(model, md, None)
+    if check.errors:
+        raise ConfigError(check.errors)
+    d = check.resolved
+    assert d is not None
+    index = {"ba": 0, "sp": 1, "tok": 2}[d.unit]
+    return model, lambda b, s, t: (b, s, t)[index], d.values
 
 
 def _multiplier_fn(cfg: Mapping[str, Any], md: Duration, total: int) -> Callable[[int, int, int], float]:
     """``(batch, sample, token) -> multiplier`` at that timestamp, the way the run's scheduler computes it.
 
-    ``total``: the ramp's batches (a torch scheduler counts steps, one per batch).
+    ``total``: the ramp's batches (a torch scheduler counts steps, one per batch). ``reduce_lr_on_plateau``: its time
+    part, its ``base`` (any scheduler) evaluated the same way.
     """
     block = dict(cfg.get("scheduler") or {})
     name = block.pop("name", None)
     model_cls = SCHEDULE_MODELS.get(name) if isinstance(name, str) else None
     if model_cls is not None and model_cls.has_formula:
-        if decided_at_run_time(cfg) is not None:
-            raise ConfigError(
-                "scheduler.name",
-                f"{name!r}: a batch-size ramp's steps cannot be previewed with it (its cuts depend on the run's "
-                "evaluations); allowed: any other scheduler (validate checks this config, and it trains)",
-            )
         if model_cls.kind == "torch":
             return _torch_fn(cfg, total)
-        model = build(model_cls, block)
-        check = run_check(model, md, None)
-        if check.errors:
-            raise ConfigError(check.errors)
-        d = check.resolved
-        assert d is not None
-        index = {"ba": 0, "sp": 1, "tok": 2}[d.unit]
-        return lambda b, s, t: model.multiplier((b, s, t)[index], d.values)
+        model, now, d = _formula(cfg, md)
+        if model_cls.kind == "plateau":
+            base = block.get("base")
+            base_fn = _multiplier_fn({**cfg, "scheduler": base}, md, total) if isinstance(base, Mapping) else None
+            return lambda b, s, t: model.time_multiplier(now(b, s, t), d, 1.0 if base_fn is None else base_fn(b, s, t))
+        return lambda b, s, t: model.multiplier(now(b, s, t), d)
     return _composer_fn(name, block, md)  # type: ignore[arg-type]  # Composer's, llm-foundry's, other plugins'
 
 
@@ -162,6 +196,42 @@ def ramp_steps(cfg: Mapping[str, Any], world_size: int = 1) -> tuple[BatchPlan, 
                      lr * (m * step.factor))
         )  # fmt: skip
     return plan, steps
+
+
+def replay_plateau(
+    cfg: Mapping[str, Any], steps: list[RampStep], metrics: Sequence[tuple[int, float]] | None
+) -> tuple[list[RampStep], PlateauReplay]:
+    """``steps`` (:func:`ramp_steps` of a ``reduce_lr_on_plateau`` run) with the cuts a past run's ``metrics`` make.
+
+    ``metrics``: ``(timestamp batch, value)`` rows, in order (``plot --metrics``); None: no cut, the steps as given.
+
+    An evaluation at timestamp batch ``t`` is in the warmup when the ramp's timestamp there (``t`` batches, the samples
+    and tokens they trained) is before ``t_warmup``; a cut there scales every batch from ``t`` on, as in training.
+    """
+    seq_len = int(cfg["max_seq_len"])
+    model, now, d = _formula(cfg, max_duration(cfg))
+    end = steps[-1].sample + steps[-1].size
+
+    @dataclass(frozen=True)
+    class RampTime:
+        rule: PlateauRule
+
+        def in_warmup(self, t: int) -> bool:
+            sample = steps[t].sample if t < len(steps) else end
+            return now(t, sample, sample * seq_len) < d["t_warmup"]
+
+    lr = optimizer_lr(cfg) or 1.0
+    if metrics is None:
+        return steps, PlateauReplay(model.monitor, model.rule(), lr, None, [], 0, 0)
+    kept = [(b, v) for b, v in metrics if b < len(steps)]
+    cuts, skipped = simulate_plateau(RampTime(model.rule()), kept, [lr])
+    scales = [1.0] + [c.cut.new_scale for c in cuts]
+    at = [c.batch for c in cuts]
+    scaled = []
+    for st in steps:
+        m = st.multiplier * scales[bisect.bisect_right(at, st.batch)]  # the callback's lambda: time part x scale
+        scaled.append(dataclasses.replace(st, multiplier=m, lr=lr * (m * st.factor)))
+    return scaled, PlateauReplay(model.monitor, model.rule(), lr, kept, cuts, skipped, len(metrics) - len(kept))
 
 
 def stage_lines(plan: BatchPlan, steps: list[RampStep], cfg: Mapping[str, Any]) -> list[str]:

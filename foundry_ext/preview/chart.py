@@ -5,7 +5,7 @@ No I/O: each function returns the lines; the command prints them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -18,6 +18,7 @@ __all__ = [
     "CHART_HEIGHT",
     "CHART_WIDTH",
     "lr_text",
+    "plateau_lines",
     "plateau_report",
     "report",
     "sample_batches",
@@ -70,12 +71,29 @@ def report(p: LRPipeline, xs: Sequence[int], lrs: np.ndarray, marks: Sequence[Ma
 def plateau_report(pipeline: LRPipeline) -> list[str]:
     """The plateau rule's settings and each simulated cut, one line each (``reduce_lr_on_plateau`` only)."""
     schedule: Any = pipeline.schedule
-    rule = schedule.rule
-    metrics, cuts, base_lr = pipeline.metrics, pipeline.cuts, pipeline.base_lr
-    skipped, ignored = pipeline.skipped, pipeline.ignored
+    return plateau_lines(
+        schedule.model.monitor, schedule.rule, pipeline.metrics, pipeline.cuts, pipeline.base_lr, pipeline.skipped,
+        pipeline.ignored,
+    )  # fmt: skip
+
+
+def plateau_lines(
+    monitor: str,
+    rule: Any,
+    metrics: Sequence[tuple[int, float]] | None,
+    cuts: Sequence[Any],
+    base_lr: float,
+    skipped: int,
+    ignored: int,
+    factor_of: Callable[[int], float] = lambda batch: 1.0,
+) -> list[str]:
+    """:func:`plateau_report`'s lines from their parts (a ramp's replay has no pipeline); ``metrics`` None: none.
+
+    A cut's LRs are ``base_lr * scale * factor_of(batch)``: a ramp's stage factor at the cut's batch (1 without one).
+    """
     lines = []
     lines.append(
-        f"plateau: monitor {schedule.model.monitor} ({rule.mode}), factor {rule.factor:g}, patience {rule.patience}, "
+        f"plateau: monitor {monitor} ({rule.mode}), factor {rule.factor:g}, patience {rule.patience}, "
         f"threshold {rule.threshold:g} ({rule.threshold_mode}), cooldown {rule.cooldown}"
     )
     if metrics is None:
@@ -92,8 +110,8 @@ def plateau_report(pipeline: LRPipeline) -> list[str]:
         cut = c.cut
         lines.append(
             f"  cut at the evaluation after batch {c.batch - 1} (timestamp {c.batch}), from batch {c.batch} on: scale "
-            f"{cut.old_scale:g} -> {cut.new_scale:g} (lr {base_lr * cut.old_scale:.4g} -> "
-            f"{base_lr * cut.new_scale:.4g}); value {cut.value:.6g} vs best {cut.best:.6g}, "
+            f"{cut.old_scale:g} -> {cut.new_scale:g} (lr {base_lr * cut.old_scale * factor_of(c.batch):.4g} -> "
+            f"{base_lr * cut.new_scale * factor_of(c.batch):.4g}); value {cut.value:.6g} vs best {cut.best:.6g}, "
             f"{cut.evals_waited} evaluations without improvement"
         )
     return lines

@@ -34,7 +34,7 @@ from foundry_ext.catalog.registry import validate_block
 from foundry_ext.config.errors import ConfigError, Problem
 from foundry_ext.config.train_yaml import RunClock
 from foundry_ext.schedules.base import RunCheck, ScheduleModel, run_check
-from foundry_ext.schedules.plateau_rule import Cut, PlateauState
+from foundry_ext.schedules.plateau_rule import Cut, PlateauRule, PlateauState
 
 __all__ = [
     "Mark",
@@ -254,8 +254,16 @@ class PlateauCut:
     cut: Cut
 
 
+class PlateauTime(Protocol):
+    """What a replay of the plateau's cuts reads of a run: the rule, and whether an evaluation fell in the warmup."""
+
+    rule: PlateauRule
+
+    def in_warmup(self, t: int) -> bool: ...
+
+
 def simulate_plateau(
-    schedule: PlateauPreview, metrics: Sequence[tuple[int, float]], base_lrs: Sequence[float] = (1.0,)
+    schedule: PlateauTime, metrics: Sequence[tuple[int, float]], base_lrs: Sequence[float] = (1.0,)
 ) -> tuple[list[PlateauCut], int]:
     """Replay ``metrics`` (``(timestamp, value)`` in order) through the scheduler's :class:`PlateauRule`.
 

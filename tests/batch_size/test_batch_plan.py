@@ -21,7 +21,7 @@ from foundry_ext.cli import main
 from foundry_ext.config.base import build
 from foundry_ext.config.errors import ConfigError
 from foundry_ext.config.train_yaml import load_train_config
-from foundry_ext.preview.batch_size import ramp_steps
+from foundry_ext.preview.batch_size import ramp_steps, replay_plateau
 from foundry_ext.schedules.batch_size import BatchPlan, BatchSizeSchedule, plan_of
 from tests.support.configs import tiny_train_config, write_train_yaml
 from tests.support.launcher import REPO
@@ -223,36 +223,63 @@ PLATEAU = {"name": "reduce_lr_on_plateau", "monitor": "metrics/eval/LanguageCros
 STEP_LR = {"name": "torch_lr_scheduler", "type": "StepLR", "step_size": 4, "gamma": 0.5}
 
 
-def test_a_ramp_with_the_plateau_validates_without_its_steps(
+def test_a_ramp_with_the_plateau_validates_with_its_time_part(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Such a run trains with the ramp (test_ramp_schedulers.py): validate says OK, with a line saying why no steps are
-    shown; the ramp's own keys are still checked (a stage that is no multiple of the base batch is refused)."""
+    """validate --steps shows the steps of a plateau run with a ramp (the time part times each stage's factor: the LR
+    until a cut, test_ramp_schedulers.py holds it to a real fit's bits) and says that cuts come on top; the ramp's own
+    keys are still checked (a stage that is no multiple of the base batch is refused)."""
     cfg = copy.deepcopy(ramp_config())  # its stages are shared with the other tests: changed below
     cfg["scheduler"] = PLATEAU
+    _, steps = ramp_steps(cfg)
     assert main(["validate", str(write(tmp_path, cfg)), "--steps"]) == 0, capsys.readouterr()
     out = capsys.readouterr().out
-    assert "ramp: steps not previewed: scheduler 'reduce_lr_on_plateau' cuts the LR when the evaluations decide" in out
-    assert "OK: " in out and "batch,token" not in out
+    assert "ramp: reduce_lr_on_plateau: the LR shown is the time part (base x warmup) times each stage's factor" in out
+    assert "OK: " in out and "not previewed" not in out
+    rows = [line.split(",") for line in out.splitlines() if re.match(r"^\d+,", line)]
+    assert [(int(r[0]), int(r[3]), float(r[6])) for r in rows] == [(s.batch, s.size, s.lr) for s in steps]
+    assert len({s.lr for s in steps}) == 3  # one LR per stage (no warmup): 1e-3 x 1, sqrt 2, 2
     cfg["batch_size_schedule"]["stages"][0]["global_train_batch_size"] = 6  # the base batch is 4
     assert main(["validate", str(write(tmp_path, cfg))]) == 2
     err = capsys.readouterr().err
     assert "batch_size_schedule.stages[0].global_train_batch_size: 6 is not a whole multiple" in err, err
 
 
-def test_plot_refuses_a_ramp_with_the_plateau_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    cfg = ramp_config(scheduler=PLATEAU)
-    assert main(["plot", str(write(tmp_path, cfg)), "--out", str(tmp_path / "lr.png")]) == 2
-    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
-    assert len(err) == 1 and "scheduler.name: 'reduce_lr_on_plateau': a batch-size ramp's steps cannot be" in err[0]
+def test_plot_of_a_ramp_with_the_plateau_replays_a_past_run_s_cuts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without --metrics: the time part, and the line saying no cut is drawn. With --metrics: the cuts the rule makes
+    on those evaluations, from the evaluation's batch on, in the CSV and the report (replay_plateau's rows, which
+    test_ramp_schedulers.py holds to a real fit's bits). --at and --law stay refused with a ramp."""
+    import csv
+
+    cfg = ramp_config(scheduler={**PLATEAU, "patience": 0, "factor": 0.5})
+    config, table, png = write(tmp_path, cfg), tmp_path / "lr.csv", tmp_path / "lr.png"
+    _, time_part = ramp_steps(cfg)
+
+    def plotted(*extra: str) -> list[tuple[int, float]]:
+        assert main(["plot", str(config), "--out", str(png), "--csv", str(table), *extra]) == 0
+        with open(table) as f:
+            return [(int(r["batch"]), float(r["lr"])) for r in csv.DictReader(f)]
+
+    assert plotted() == [(s.batch, s.lr) for s in time_part] and png.exists()
+    assert "plateau: drawn without cuts (the time part base x warmup)" in capsys.readouterr().out
     metrics = tmp_path / "metrics.csv"
-    metrics.write_text("batch,value\n4,3.0\n8,3.0\n")
-    # the replay of a past run's cuts (plot --metrics, without a ramp) is not built for a ramp: refused, not ignored
-    assert main(["plot", str(write(tmp_path, cfg)), "--metrics", str(metrics), "--out", str(tmp_path / "lr.png")]) == 2
+    metrics.write_text("batch,value\n6,3.0\n10,3.0\n14,2.0\n18,2.5\n30,1.0\n")  # 30: past the run's 24 batches
+    steps, replay = replay_plateau(cfg, time_part, [(6, 3.0), (10, 3.0), (14, 2.0), (18, 2.5), (30, 1.0)])
+    assert [c.batch for c in replay.cuts] == [10, 18] and replay.ignored == 1  # across the stage change at 12
+    assert plotted("--metrics", str(metrics)) == [(s.batch, s.lr) for s in steps]
+    assert steps[18].lr == 1e-3 * ((1.0 * 0.25) * 2.0) and steps[9].lr == time_part[9].lr
+    out = capsys.readouterr().out
+    assert "plateau: simulated 4 evaluations, 1 at or after the end of the run ignored: 2 cuts" in out, out
+    assert "  cut at the evaluation after batch 9 (timestamp 10), from batch 10 on: scale 1 -> 0.5" in out
+    assert main(["plot", str(config), "--at", "3", "--out", str(png)]) == 2
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
-    assert err == ["foundry-ext plot: error: --metrics, --law and --at are not available for a config with a "
-                   "batch_size_schedule"]  # fmt: skip
-    assert not (tmp_path / "lr.png").exists()
+    assert err == ["foundry-ext plot: error: --law and --at are not available for a config with a batch_size_schedule"]
+    no_plateau = write(tmp_path, ramp_config(scheduler=STEP_LR))
+    assert main(["plot", str(no_plateau), "--metrics", str(metrics), "--out", str(png)]) == 2
+    err = capsys.readouterr().err
+    assert "--metrics: only for scheduler.name: reduce_lr_on_plateau, not 'torch_lr_scheduler'" in err, err
 
 
 def test_validate_and_plot_show_the_steps_of_a_ramp_with_a_torch_scheduler(

@@ -1,10 +1,11 @@
 """A batch-size ramp with the schedules stepped at run time, in a real Composer ``Trainer.fit()`` (tiny regression).
 
 The LR the optimizer really gets for every batch is the schedule's (torch's own ``StepLR`` by the step; torch's own
-``ReduceLROnPlateau`` cut by the evaluations) times the stage's factor. ``torch_lr_scheduler`` is previewed with a
-ramp (``foundry-ext plot`` / ``validate --steps``, :func:`foundry_ext.preview.batch_size.ramp_steps`): the preview of
-every batch is the optimizer's LR, bit for bit; ``reduce_lr_on_plateau`` is not (docs/batch_size.md). The ramp: 4
-samples per batch, 8 from sample 24 (batch 6 on), ``lr_scaling: linear`` (x 2).
+``ReduceLROnPlateau`` cut by the evaluations) times the stage's factor. Both are previewed with a ramp (``foundry-ext
+plot`` / ``validate --steps``, :func:`foundry_ext.preview.batch_size.ramp_steps`; the plateau's cuts replayed from
+the run's evaluations, ``plot --metrics``, :func:`~foundry_ext.preview.batch_size.replay_plateau`): the preview of
+every batch is the optimizer's LR, bit for bit. The ramp: 4 samples per batch, 8 from sample 24 (batch 6 on),
+``lr_scaling: linear`` (x 2; the bitwise checks use ``sqrt``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 
 from foundry_ext import ReduceLROnPlateauScheduler, TorchLRScheduler
-from foundry_ext.preview.batch_size import ramp_steps
+from foundry_ext.preview.batch_size import ramp_steps, replay_plateau
 from foundry_ext.trainer.batch_size import BatchSizeScheduleCallback, RampDataLoader
 from tests.batch_size.test_ramp_spike_guard import Regression
 from tests.plateau.test_plateau import MONITOR, torch_lrs
@@ -103,3 +104,25 @@ def test_torch_scheduler_with_a_ramp_trains_the_preview_bit_for_bit(scheduler: d
     for s in steps:
         assert lrs[s.batch] == [s.lr], (s, lrs[s.batch])  # exactly: LambdaLR's base_lr * (m * f)
     assert steps[-1].factor == 2**0.5
+
+
+def test_plateau_with_a_ramp_trains_the_replayed_preview_bit_for_bit() -> None:
+    """The time part (a 36-sample warmup that ends inside the second stage) and a cut after the stage change.
+
+    Evaluations every 2 batches, all 3.0, patience 0: those at timestamps 2, 4 and 6 (8, 16, 24 samples) fall in the
+    warmup and are not counted, 8 (40 samples: batches 6 and 7 are 8 each) sets the best, 10 cuts (x 0.5); 12 is the
+    run's end. At a fixed batch of 4, timestamp 8 would be 32 samples, still in the warmup, and no cut would come.
+    """
+    keys = {"monitor": MONITOR, "factor": 0.5, "patience": 0, "t_warmup": "36sp"}
+    values = [3.0] * 6
+    lrs = ramp_fit(ReduceLROnPlateauScheduler(**keys), RAMP_SQRT, max_duration="72sp", eval_values=values,
+                   eval_interval="2ba")  # fmt: skip
+    cfg = ramp_yaml({"name": "reduce_lr_on_plateau", **keys}, "72sp")
+    _, time_part = ramp_steps(cfg)
+    steps, replay = replay_plateau(cfg, time_part, list(zip(range(2, 13, 2), values, strict=True)))
+    assert (replay.skipped, replay.ignored, [c.batch for c in replay.cuts]) == (3, 1, [10])
+    assert sorted(lrs) == [s.batch for s in steps]
+    assert 0 < steps[7].multiplier < 1 and steps[7].factor == 2**0.5  # inside the warmup, in the second stage
+    for s in steps:
+        assert lrs[s.batch] == [s.lr], (s, lrs[s.batch])  # exactly: LambdaLR's base_lr * ((m * scale) * f)
+    assert [s.lr for s in steps[:10]] == [s.lr for s in time_part[:10]] and steps[10].lr == time_part[10].lr / 2
