@@ -82,6 +82,8 @@ class Recorder(Callback):
 
     Attributes:
         fit_start, fit_end: ``time.perf_counter()`` at FIT_START and FIT_END.
+        fit_cpu: the process's CPU seconds (every thread's, ``time.process_time()``) from FIT_START to FIT_END: the
+            work of the fit, which a busy machine's other jobs do not inflate as they do its wall time.
         batch_end: perf_counter at each BATCH_END, one per batch.
         lr, loss: LR used by, and train loss of, each batch.
         evals: ``(batch, eval cross-entropy)`` after each evaluation.
@@ -94,7 +96,7 @@ class Recorder(Callback):
     last: Recorder | None = None
 
     def __init__(self) -> None:
-        self.fit_start = self.fit_end = 0.0
+        self.fit_start = self.fit_end = self.fit_cpu = 0.0
         self.batch_end: list[float] = []
         self.lr: list[float] = []
         self.loss: list[float] = []
@@ -131,6 +133,7 @@ class Recorder(Callback):
             self._instrument(state)
             self.n_params = sum(p.numel() for p in state.model.parameters())
             self.fit_start = time.perf_counter()
+            self.fit_cpu = -time.process_time()
         elif event == Event.BATCH_START:
             self.lr.append(float(state.optimizers[0].param_groups[0]["lr"]))
             if self._plateau is not None:
@@ -144,6 +147,7 @@ class Recorder(Callback):
                 self.evals.append((state.timestamp.batch.value, float(values["LanguageCrossEntropy"])))
         elif event == Event.FIT_END:
             self.fit_end = time.perf_counter()
+            self.fit_cpu += time.process_time()
 
 
 def register_recorder() -> None:

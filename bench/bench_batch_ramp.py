@@ -1,6 +1,6 @@
 """Batch-size warmup against a fixed batch at equal tokens (issue 43's evidence): final eval loss, steps, wall time.
 
-Run: ``.venv/bin/python bench/bench_batch_ramp.py`` (about 10 minutes on 2 busy CPU cores at the defaults);
+Run: ``.venv/bin/python bench/bench_batch_ramp.py`` (15 runs, 2 min on this machine when quiet);
 ``--quick`` is the suite's smoke size (tests/bench/test_bench_smoke.py).
 
 The tiny MPT of ``yamls/tiny-batch-ramp.yaml`` (d_model 64, 2 layers) on the demo data, every run the same number of
@@ -8,12 +8,17 @@ tokens (``--tokens``, default 262,144 = 2,048 samples of 128 tokens, half an epo
 (``warmup_stable_decay``: warmup over the first 1/16 of the tokens, linear decay over the last 20 % to 10 %):
 
 * ``fixed 32``: global batch 32 throughout, LR ``--lr``;
+* ``fixed 8``: global batch 8 throughout, LR ``--lr``: the ramp's first batch kept, the baseline the literature's
+  step savings are counted against;
 * ``ramp 8-16-32, none``: 8 samples, 16 from 1/16 of the tokens, 32 from 3/16, LR ``--lr`` at every stage;
-* ``ramp 8-16-32, sqrt``: the same ramp, ``lr_scaling: sqrt`` from ``--lr / 2``: the LR reaches ``--lr`` at 32.
+* ``ramp 8-16-32, sqrt``: the same ramp, ``lr_scaling: sqrt`` from ``--lr / 2``: the LR reaches ``--lr`` at 32;
+* ``late ramp 8-16-32, none``: 8 samples for the first half of the tokens, 16 from 1/2, 32 from 3/4, LR ``--lr``.
 
 Per seed (the seed sets the initialisation and the data order), each run trains in this process through
-``train.py`` and reports its final eval loss on the whole validation split, its optimizer steps and its wall time
-(``Trainer.fit``). Reported: every seed's loss, the mean and the spread (max - min) over the seeds.
+``train.py`` and reports its final eval loss on the whole validation split, its optimizer steps, its wall time and its
+CPU time (``Trainer.fit``; the CPU time is the process's, every thread's). The runs of one seed follow each other, so
+a change in the machine's load falls on every kind of run alike. Reported: every seed's loss, the mean and the spread
+(max - min) over the seeds, the mean wall and CPU time of a fit.
 """
 
 from __future__ import annotations
@@ -37,10 +42,14 @@ def configs(tokens: int, lr: float) -> dict[str, dict[str, Any]]:
     """The runs compared: name -> overrides of yamls/tiny-batch-ramp.yaml."""
     first, second = tokens // 16, 3 * tokens // 16
     ramp = [{"at": f"{first}tok", "global_train_batch_size": 16}, {"at": f"{second}tok", "global_train_batch_size": 32}]
+    late = [{"at": f"{tokens // 2}tok", "global_train_batch_size": 16},
+            {"at": f"{3 * tokens // 4}tok", "global_train_batch_size": 32}]  # fmt: skip
     return {
         "fixed 32": {"global_train_batch_size": 32, "batch_size_schedule": None, "optimizer.lr": lr},
+        "fixed 8": {"global_train_batch_size": 8, "batch_size_schedule": None, "optimizer.lr": lr},
         "ramp 8-16-32, none": {"batch_size_schedule": {"stages": ramp, "lr_scaling": "none"}, "optimizer.lr": lr},
         "ramp 8-16-32, sqrt": {"batch_size_schedule": {"stages": ramp, "lr_scaling": "sqrt"}, "optimizer.lr": lr / 2},
+        "late ramp 8-16-32, none": {"batch_size_schedule": {"stages": late, "lr_scaling": "none"}, "optimizer.lr": lr},
     }
 
 
@@ -84,10 +93,15 @@ def bench(data: Path, tokens: int, seeds: list[int], lr: float) -> dict[str, lis
                     "loss": rec.evals[-1][1],
                     "steps": len(rec.batch_end),
                     "seconds": rec.fit_end - rec.fit_start,
+                    "cpu": rec.fit_cpu,
                     "mean_lr": statistics.fmean(rec.lr),
                 }
             )
-            print(f"  {name}, seed {seed}: eval {rec.evals[-1][1]:.4f}, {len(rec.batch_end)} steps", file=sys.stderr)
+            print(
+                f"  {name}, seed {seed}: eval {rec.evals[-1][1]:.4f}, {len(rec.batch_end)} steps, "
+                f"{rec.fit_end - rec.fit_start:.1f} s, {rec.fit_cpu:.1f} CPU-s",
+                file=sys.stderr,
+            )
     return results
 
 
@@ -96,8 +110,8 @@ def report(results: dict[str, list[dict[str, float]]], tokens: int, seeds: list[
         f"{tokens:,} tokens per run, seeds {', '.join(map(str, seeds))}; final eval loss on the whole validation split",
         "",
         "| run | optimizer steps | mean LR of a step | final eval loss per seed | mean | spread (max - min) | fit wall "
-        "time (mean) |",
-        "|---|---|---|---|---|---|---|",
+        "time (mean) | fit CPU time (mean) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for name, rows in results.items():
         losses = [r["loss"] for r in rows]
@@ -106,7 +120,7 @@ def report(results: dict[str, list[dict[str, float]]], tokens: int, seeds: list[
             f"| {name} | {', '.join(map(str, steps))} | {statistics.fmean(r['mean_lr'] for r in rows):.3g} | "
             f"{', '.join(f'{x:.4f}' for x in losses)} | "
             f"{statistics.fmean(losses):.4f} | {max(losses) - min(losses):.4f} | "
-            f"{statistics.fmean(r['seconds'] for r in rows):.1f} s |"
+            f"{statistics.fmean(r['seconds'] for r in rows):.1f} s | {statistics.fmean(r['cpu'] for r in rows):.1f} s |"
         )
     return "\n".join(lines)
 

@@ -141,10 +141,15 @@ def test_lr_pipeline_quick(bench, capsys: pytest.CaptureFixture[str]) -> None:
         assert f"| {label} |" in out
 
 
-@pytest.mark.slow  # three tiny in-process training runs
+@pytest.mark.slow  # five tiny in-process training runs
 def test_batch_ramp_quick(bench, demo_data: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """16,384 tokens each: 4 steps of 32, against 8+8+16+32+32+32 (the ramp takes 6 steps for the same tokens)."""
+    """16,384 tokens each: 4 steps of 32 and 16 of 8, against 8+8+16+32+32+32 (the ramp takes 6 steps for the same
+    tokens) and the late ramp's 8 x 8 + 2 x 16 + 32."""
     assert bench("bench_batch_ramp").main(["--quick", "--data", str(demo_data)]) == 0
     out = capsys.readouterr().out
     rows = {line.split(" | ")[0].lstrip("| "): line.split(" | ") for line in out.splitlines() if line.startswith("| ")}
-    assert rows["fixed 32"][1] == "4" and rows["ramp 8-16-32, none"][1] == rows["ramp 8-16-32, sqrt"][1] == "6"
+    assert rows["fixed 32"][1] == "4" and rows["fixed 8"][1] == "16"
+    assert rows["ramp 8-16-32, none"][1] == rows["ramp 8-16-32, sqrt"][1] == "6"
+    assert rows["late ramp 8-16-32, none"][1] == "11"
+    cpu = [float(row[7].removesuffix(" s |")) for name, row in rows.items() if name != "run"]  # fit CPU time
+    assert len(cpu) == 5 and min(cpu) > 0
