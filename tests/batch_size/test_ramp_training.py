@@ -6,18 +6,20 @@
 * on 2 ranks, a run SIGKILLed twice (once as soon as its checkpoint at the stage boundary, batch 8, is complete, then
   while it writes batch 10's, inside the last stage) and relaunched with the same command ends bitwise equal to the
   uninterrupted run: the final checkpoint (weights, optimizer, timestamp, data position), every LR and every eval
-  loss;
+  loss; on 1 rank the same, killed while it writes the boundary's checkpoint (it resumes in stage 1, at batch 6);
 * ``foundry-ext anneal`` from the 1-rank run's batch 6 (stage 1) with ``--decay 8192tok`` trains batches 6-8 (16, 16,
   then 32 samples: across the stage change) with the batches and the LRs of the planned run that decays over those
   tokens.
 
-One uninterrupted run per rank count, shared by the module; the chain is three launches, the branch one.
+One uninterrupted run per rank count, shared by the module; the 2-rank chain is three launches, the 1-rank one two,
+the branch one.
 """
 
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -116,43 +118,70 @@ def shm_clash(output: str) -> bool:
     return lost_shm_race(output) or "was not registered by local leader" in output
 
 
+# each save spends ~1 s writing (fault_hooks): a kill right after `latest` moves lands inside the next save
+SLOW_SAVES = {"FAULT_WRITE_DELAY": "0.05"}
+
+
+def kill_when(reached: Callable[[], bool], data: Path, run_dir: Path, nproc: int, log: Path) -> None:
+    """Launch (or relaunch: autoresume) the run and SIGKILL it as soon as ``reached()``."""
+    proc = launch(RAMP_YAML, overrides(data, run_dir), nproc=nproc, log=log, env=SLOW_SAVES)
+    deadline = time.monotonic() + 900
+    while not reached():
+        if proc.poll() is not None and shm_clash(log.read_text()):
+            proc = launch(RAMP_YAML, overrides(data, run_dir), nproc=nproc, log=log, env=SLOW_SAVES)  # once more
+        assert proc.poll() is None, log.read_text()[-4000:]
+        assert time.monotonic() < deadline, "no checkpoint"
+        time.sleep(0.05)
+    kill(proc)
+    folder = run_dir / "checkpoints"
+    assert not (folder / "ep0-ba13-rank0.pt").exists() or latest_batch(folder) < 13, "the run ended first"
+
+
+def relaunch_ends_as(reference: Path, data: Path, run_dir: Path, nproc: int, incomplete: str) -> None:
+    """The same command once more ends bitwise equal to ``reference``: the final checkpoint, every logged step."""
+    log = run_dir / "last"
+    status, output = launch_and_wait(RAMP_YAML, overrides(data, run_dir), nproc=nproc, log=log, env=SLOW_SAVES)
+    assert status == 0, output[-4000:]
+    assert f"{incomplete} is incomplete" in output, output[-4000:]  # the guard's line: killed inside the write
+    # everything but the RNG state, which no resumed run restores mid-epoch with a StreamingDataset (Composer reseeds
+    # at load; tests/resume/test_checkpoint_faults.py pins that down): nothing draws from it while training here
+    ours, theirs = run_dir / "checkpoints" / "ep0-ba13-rank0.pt", reference / "checkpoints" / "ep0-ba13-rank0.pt"
+    assert checkpoint_differences(ours, theirs, ignore=("/rng",)) == []
+    # every step logged before a kill and again after it agrees bitwise (read_metrics), and with the reference
+    for rank in range(nproc):
+        got = read_metrics(run_dir / f"metrics-rank{rank}.jsonl", PREFIXES)
+        want = read_metrics(reference / f"metrics-rank{rank}.jsonl", PREFIXES)
+        for name in (LR, EVAL, "time/sample", "batch_size/global"):
+            assert got[name] == want[name], name
+
+
 @pytest.mark.kills_mid_run
 def test_killed_twice_and_relaunched_ends_bitwise_equal(reference_2: Path, demo_data: Path, tmp_path: Path) -> None:
     run_dir = tmp_path / "chain"
     run_dir.mkdir()
     folder = run_dir / "checkpoints"
-    # each save spends ~1 s writing (fault_hooks): a kill right after `latest` moves lands inside the next save
-    env = {"FAULT_WRITE_DELAY": "0.05"}
     # kill 1: once batch 8's checkpoint (the stage boundary: batch 8 is stage 2's first) is complete; the relaunch
     # resumes exactly at the boundary. kill 2: while batch 10's checkpoint is being written (its file partly on disk,
     # `latest` still batch 9's): checkpoint_guard quarantines it and the relaunch resumes inside stage 2, at batch 9
-    moments = (lambda: latest_batch(folder) >= 8, lambda: (folder / "ep0-ba10-rank0.pt").exists())
-    for i, reached in enumerate(moments):
-        log = run_dir / f"log{i}"
-        proc = launch(RAMP_YAML, overrides(demo_data, run_dir), nproc=2, log=log, env=env)
-        deadline = time.monotonic() + 900
-        while not reached():
-            if proc.poll() is not None and shm_clash(log.read_text()):
-                proc = launch(RAMP_YAML, overrides(demo_data, run_dir), nproc=2, log=log, env=env)  # once more
-            assert proc.poll() is None, log.read_text()[-4000:]
-            assert time.monotonic() < deadline, "no checkpoint"
-            time.sleep(0.05)
-        kill(proc)
-        assert not (folder / "ep0-ba13-rank0.pt").exists() or latest_batch(folder) < 13, "the run ended first"
+    kill_when(lambda: latest_batch(folder) >= 8, demo_data, run_dir, 2, run_dir / "log0")
+    kill_when(lambda: (folder / "ep0-ba10-rank0.pt").exists(), demo_data, run_dir, 2, run_dir / "log1")
     assert latest_batch(folder) == 9, "batch 10's checkpoint was complete before the kill"
-    status, output = launch_and_wait(RAMP_YAML, overrides(demo_data, run_dir), nproc=2, log=run_dir / "log2", env=env)
-    assert status == 0, output[-4000:]
-    assert "ep0-ba10-rank0.pt is incomplete" in output, output[-4000:]  # the guard's line: killed inside the write
-    # everything but the RNG state, which no resumed run restores mid-epoch with a StreamingDataset (Composer reseeds
-    # at load; tests/resume/test_checkpoint_faults.py pins that down): nothing draws from it while training here
-    ours, theirs = folder / "ep0-ba13-rank0.pt", reference_2 / "checkpoints" / "ep0-ba13-rank0.pt"
-    assert checkpoint_differences(ours, theirs, ignore=("/rng",)) == []
-    # every step logged before a kill and again after it agrees bitwise (read_metrics), and with the reference
-    for rank in (0, 1):
-        got = read_metrics(run_dir / f"metrics-rank{rank}.jsonl", PREFIXES)
-        want = read_metrics(reference_2 / f"metrics-rank{rank}.jsonl", PREFIXES)
-        for name in (LR, EVAL, "time/sample", "batch_size/global"):
-            assert got[name] == want[name], name
+    relaunch_ends_as(reference_2, demo_data, run_dir, 2, "ep0-ba10-rank0.pt")
+
+
+@pytest.mark.kills_mid_run
+def test_one_rank_killed_writing_the_stage_boundary_and_relaunched_ends_bitwise_equal(
+    reference_1: Path, demo_data: Path, tmp_path: Path
+) -> None:
+    """``composer -n 1``, SIGKILLed while batch 8's checkpoint (the boundary: batch 8 is stage 2's first) is being
+    written: the guard quarantines it, the relaunch resumes inside stage 1 at batch 6 and trains across the stage
+    change again, ending bitwise equal to the uninterrupted 1-rank run."""
+    run_dir = tmp_path / "one"
+    run_dir.mkdir()
+    folder = run_dir / "checkpoints"
+    kill_when(lambda: (folder / "ep0-ba8-rank0.pt").exists(), demo_data, run_dir, 1, run_dir / "log0")
+    assert latest_batch(folder) == 6, "batch 8's checkpoint was complete before the kill"
+    relaunch_ends_as(reference_1, demo_data, run_dir, 1, "ep0-ba8-rank0.pt")
 
 
 def test_a_resume_on_another_number_of_ranks_is_refused_in_one_line(reference_1: Path, tmp_path: Path) -> None:
