@@ -13,6 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import torch
+from composer.core import Callback, State
+from composer.loggers import Logger
 
 from foundry_ext import ReduceLROnPlateauScheduler, TorchLRScheduler
 from foundry_ext.preview.batch_size import ramp_steps, replay_plateau
@@ -126,3 +129,36 @@ def test_plateau_with_a_ramp_trains_the_replayed_preview_bit_for_bit() -> None:
     for s in steps:
         assert lrs[s.batch] == [s.lr], (s, lrs[s.batch])  # exactly: LambdaLR's base_lr * ((m * scale) * f)
     assert [s.lr for s in steps[:10]] == [s.lr for s in time_part[:10]] and steps[10].lr == time_part[10].lr / 2
+
+
+class MicrobatchCounter(Callback):
+    """The samples of every forward pass in training (one per microbatch)."""
+
+    def __init__(self) -> None:
+        self.sizes: list[int] = []
+
+    def before_forward(self, state: State, logger: Logger) -> None:
+        del logger  # unused
+        self.sizes.append(int(state.batch[0].shape[0]))
+
+
+def test_one_microbatch_size_serves_every_stage() -> None:
+    """``device_train_microbatch_size: 2`` splits the first stage's batches of 4 in two and the second's of 8 in four,
+    and the run ends with the weights of the same run unsplit (Composer scales each microbatch's loss by its share of
+    the batch): equal to float rounding, after 12 batches across the stage change."""
+    weights, counts = {}, {}
+    for micro in (2, 8):
+        counter = MicrobatchCounter()
+        loader = RampDataLoader(Regression(), batch_size=4, drop_last=True)
+        ramp = BatchSizeScheduleCallback(**RAMP)
+        trainer, _ = make_trainer([], callbacks=[ramp, counter], train_dataloader=loader, max_duration="72sp",
+                                  device_train_microbatch_size=micro)  # fmt: skip
+        start = [p.detach().clone() for p in trainer.state.model.parameters()]
+        trainer.fit()
+        weights[micro] = [p.detach().clone() for p in trainer.state.model.parameters()]
+        counts[micro] = counter.sizes
+        assert not any(torch.equal(a, b) for a, b in zip(start, weights[micro], strict=True))  # it trained
+    assert counts[2] == [2] * (2 * CHANGE + 4 * 6)  # 6 batches of 4 in two, 6 of 8 in four
+    assert counts[8] == [4] * CHANGE + [8] * 6
+    for split, whole in zip(weights[2], weights[8], strict=True):
+        torch.testing.assert_close(split, whole, rtol=1e-6, atol=1e-7)
