@@ -130,6 +130,8 @@ def test_burst_stops_with_one_line_and_rollback_names_the_checkpoint_before_it(
     lines = [line for line in err.splitlines() if line.startswith("spike_guard: stopped")]
     assert len(lines) == 1
     assert "stopped at batch 25: 3 consecutive skips (max_skips 3)" in lines[0]
+    # batches 20-24 read since the checkpoint, then skip_batches 5 more, of the loader's 4 samples each
+    assert "(batch 20), skipping 10 data batches (40 samples), into" in lines[0], lines[0]
     assert sorted(p.name for p in (tmp_path / "ckpt").glob("ep*.pt")) == ["ep0-ba10-rank0.pt", "ep1-ba20-rank0.pt"]
     written = tmp_path / "spike_guard-rollback-ba20.yaml"
     import yaml

@@ -228,7 +228,8 @@ def test_a_burst_across_a_stage_change_rolls_back_and_skips_its_samples(
             t.fit()
         t.close()
     assert [b for b, s, _ in guard.decisions if s] == [9, 10, 11], guard.decisions
-    assert "stopped at batch 12" in capsys.readouterr().err
+    stop = capsys.readouterr().err
+    assert "stopped at batch 12" in stop and "skipping 4 data batches (24 samples), into" in stop, stop
     written = yaml.safe_load((tmp_path / "spike_guard-rollback-ba8.yaml").read_text())
     skip = written["callbacks"]["spike_guard"]["skip_data"]
     assert skip == {"at_batch": 8, "batches": 4}

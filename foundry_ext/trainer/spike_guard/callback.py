@@ -246,8 +246,8 @@ class SpikeGuard(Callback):
             plan.write(target, f"stopped at batch {last_batch + 1}; first skip at batch {first + 1}")
         return (
             f"rollback written to {shown_path(str(target))}: from {shown_path(plan.load_path)} (batch "
-            f"{plan.at_batch}), skipping {plan.skip} data batches, into {shown_path(plan.save_folder)}; run: "
-            f"{plan.command()}"
+            f"{plan.at_batch}), skipping {plan.skip} data batches ({_samples_of(state, plan.at_batch, plan.skip)} "
+            f"samples), into {shown_path(plan.save_folder)}; run: {plan.command()}"
         )
 
     # -- resume ---------------------------------------------------------------------------------------------------
@@ -335,6 +335,18 @@ def _skip_streaming_batches(state: State, batches: int) -> None:
             f"{state.timestamp.batch.value}, as the rollback named",
             flush=True,
         )
+
+
+def _samples_of(state: State, at_batch: int, batches: int) -> int:
+    """The samples of this run's data batches ``at_batch .. at_batch + batches - 1``: each its ramp stage's size.
+
+    The continuation skips the same samples, from the checkpoint's sample count (:func:`_skip_streaming_batches`).
+    """
+    per_batch = int(state.train_dataloader.batch_size) * dist.get_world_size()  # type: ignore[union-attr]
+    plan = _ramp_plan(state, per_batch)
+    if plan is None:
+        return batches * per_batch
+    return sum(step.size for step in list(plan.steps(batches=at_batch + batches))[at_batch:])
 
 
 def _ramp_plan(state: State, base: int) -> Any:
