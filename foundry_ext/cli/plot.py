@@ -142,7 +142,7 @@ def _plot_ramp(args: argparse.Namespace, cfg: dict, start: float) -> int:
             replay.metrics if replay is not None else None, replay.monitor if replay is not None else "metric",
             f"{name} with batch-size warmup",
             f"global batch {sizes} samples, lr_scaling {plan.lr_scaling}, max_duration={cfg.get('max_duration')}",
-            None, "learning rate (per optimizer step)",
+            None, "learning rate (per optimizer step)", time_label="time part (base x warmup) x stage factor",
         )  # fmt: skip
     except (OSError, ValueError) as e:
         raise UsageError(f"--out {args.out}: cannot write: {' '.join(str(e).split())}") from None

@@ -58,8 +58,12 @@ def render_png(
     tokens_per_batch: int | None,
     ylabel: str,
     loss_curve: tuple[list[int], list[float]] | None = None,
+    time_label: str = "time part (base x warmup)",
 ) -> tuple[int, int]:
-    """Draw the schedule to ``path``, each mark a labelled vertical line; return the image size in pixels."""
+    """Draw the schedule to ``path``, each mark a labelled vertical line; return the image size in pixels.
+
+    ``time_label``: the legend of ``time_lrs``, the plateau's LR without its cuts.
+    """
     from matplotlib.ticker import FuncFormatter
 
     from foundry_ext.figures import pyplot, save_figure
@@ -69,7 +73,7 @@ def render_png(
     fig, ax = plt.subplots(figsize=(10, 5.2), dpi=100)
     try:
         if time_lrs is not None:
-            ax.plot(xs, time_lrs, color="tab:gray", linestyle="--", linewidth=1.2, label="time part (base x warmup)")
+            ax.plot(xs, time_lrs, color="tab:gray", linestyle="--", linewidth=1.2, label=time_label)
             ax.plot(xs, lrs, color="tab:blue", linewidth=1.8, label="with simulated plateau cuts")
         else:
             ax.plot(xs, lrs, color="tab:blue", linewidth=1.8, label="learning rate")
