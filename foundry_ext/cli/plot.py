@@ -103,12 +103,13 @@ def _plot_ramp(args: argparse.Namespace, cfg: dict, start: float) -> int:
     if args.law or args.at:
         raise UsageError("--law and --at are not available for a config with a batch_size_schedule")
     name = cfg["scheduler"].get("name") if isinstance(cfg.get("scheduler"), dict) else None
-    if args.metrics and not is_plateau(cfg):
+    plateau = is_plateau(cfg)
+    if args.metrics and not plateau:
         raise UsageError(f"--metrics: only for scheduler.name: reduce_lr_on_plateau, not {name!r}")
     try:
         plan, time_steps = ramp_steps(cfg)
         steps, replay = time_steps, None
-        if is_plateau(cfg):  # the time part; with --metrics, the cuts a past run's evaluations make
+        if plateau:  # the time part; with --metrics, the cuts a past run's evaluations make
             rows = read_metrics(args.metrics, cfg["scheduler"].get("monitor")) if args.metrics else None
             steps, replay = replay_plateau(cfg, time_steps, rows)
     except ConfigError as e:

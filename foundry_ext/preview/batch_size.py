@@ -220,18 +220,18 @@ def replay_plateau(
             sample = steps[t].sample if t < len(steps) else end
             return now(t, sample, sample * seq_len) < d["t_warmup"]
 
-    lr = optimizer_lr(cfg) or 1.0
+    lr, rule = optimizer_lr(cfg) or 1.0, model.rule()
     if metrics is None:
-        return steps, PlateauReplay(model.monitor, model.rule(), lr, None, [], 0, 0)
+        return steps, PlateauReplay(model.monitor, rule, lr, None, [], 0, 0)
     kept = [(b, v) for b, v in metrics if b < len(steps)]
-    cuts, skipped = simulate_plateau(RampTime(model.rule()), kept, [lr])
+    cuts, skipped = simulate_plateau(RampTime(rule), kept, [lr])
     scales = [1.0] + [c.cut.new_scale for c in cuts]
     at = [c.batch for c in cuts]
     scaled = []
     for st in steps:
         m = st.multiplier * scales[bisect.bisect_right(at, st.batch)]  # the callback's lambda: time part x scale
         scaled.append(dataclasses.replace(st, multiplier=m, lr=lr * (m * st.factor)))
-    return scaled, PlateauReplay(model.monitor, model.rule(), lr, kept, cuts, skipped, len(metrics) - len(kept))
+    return scaled, PlateauReplay(model.monitor, rule, lr, kept, cuts, skipped, len(metrics) - len(kept))
 
 
 def stage_lines(plan: BatchPlan, steps: list[RampStep], cfg: Mapping[str, Any]) -> list[str]:

@@ -6,7 +6,7 @@ import json
 import logging
 import math
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -322,11 +322,7 @@ def _skip_streaming_batches(state: State, batches: int) -> None:
     shm = SharedMemory(name=_get_path(dataset._shm_prefix_int, RESUME), create=False)
     raw = bytes(shm.buf)
     obj = json.loads(raw[: raw.find(b"\0")] if b"\0" in raw else raw)
-    per_batch = int(loader.batch_size) * dist.get_world_size()  # a ramp's loader: the first stage's batch
-    plan = _ramp_plan(state, per_batch)
-    samples = skipped_samples(
-        batches, int(state.timestamp.sample), (lambda s: per_batch) if plan is None else plan.size_at
-    )
+    samples = skipped_samples(batches, int(state.timestamp.sample), _global_batch(state))
     obj["sample_in_epoch"] = int(obj["sample_in_epoch"]) + samples
     dataset.load_state_dict(obj)
     if dist.get_global_rank() == 0:
@@ -342,11 +338,15 @@ def _samples_of(state: State, at_batch: int, batches: int) -> int:
 
     The continuation skips the same samples, from the checkpoint's sample count (:func:`_skip_streaming_batches`).
     """
+    size_at = _global_batch(state)
+    return skipped_samples(batches, skipped_samples(at_batch, 0, size_at), size_at)
+
+
+def _global_batch(state: State) -> Callable[[int], int]:
+    """The global batch of a batch that starts after ``s`` samples: its ramp stage's, else the loader's x the ranks."""
     per_batch = int(state.train_dataloader.batch_size) * dist.get_world_size()  # type: ignore[union-attr]
-    plan = _ramp_plan(state, per_batch)
-    if plan is None:
-        return batches * per_batch
-    return sum(step.size for step in list(plan.steps(batches=at_batch + batches))[at_batch:])
+    plan = _ramp_plan(state, per_batch)  # a ramp's loader reads the first stage's batch
+    return (lambda s: per_batch) if plan is None else plan.size_at
 
 
 def _ramp_plan(state: State, base: int) -> Any:
